@@ -1,0 +1,59 @@
+# RDMA Verbs Workbook
+#
+#   make            build every lesson as ./lessonN
+#   make tour       install what is missing, build, run the lessons in order on Soft-RoCE
+#   make check      install what is missing, build, run every test; ends with "N passed, N failed"
+#   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
+#   make deps       install the packages the workbook needs (scripts/install_deps.sh)
+#   make clean
+include mk/flags.mk
+
+# One lesson per folder: lessons/NN_topic/lessonN.cpp becomes ./lessonN.
+LESSON_SRCS := $(sort $(wildcard lessons/[0-9][0-9]_*/lesson*.cpp))
+LESSONS     := $(notdir $(basename $(LESSON_SRCS)))
+COMMON_SRCS := $(wildcard common/*.cpp)
+COMMON_OBJS := $(patsubst common/%.cpp,build/common/%.o,$(COMMON_SRCS))
+COMMON_LIB  := build/libworkbook.a
+UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
+UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
+
+.PHONY: all check tour deps capture clean units
+all: $(LESSONS)
+
+build/common/%.o: common/%.cpp $(wildcard common/*.hpp) mk/flags.mk
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(COMMON_LIB): $(COMMON_OBJS)
+	$(AR) rcs $@ $^
+
+# Every lesson is one source file plus the helper library.
+define lesson_rule
+$(1): $(filter %/$(1).cpp,$(LESSON_SRCS)) $(COMMON_LIB) $(wildcard common/*.hpp)
+	$$(CXX) $$(CXXFLAGS) $$< $(COMMON_LIB) $$(LDLIBS) -o $$@
+endef
+$(foreach l,$(LESSONS),$(eval $(call lesson_rule,$(l))))
+
+build/tests/%: tests/unit/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $< $(COMMON_LIB) $(LDLIBS) -o $@
+
+units: $(UNIT_BINS)
+
+deps:
+	@scripts/install_deps.sh
+
+check: deps
+	@$(MAKE) --no-print-directory all units
+	@tests/run.sh
+
+tour: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/tour.sh
+
+capture: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/capture_lesson.sh $(LESSON)
+
+clean:
+	rm -rf build $(LESSONS)

@@ -1,0 +1,44 @@
+// check.cpp - error reporting for the CHECK_* macros (see check.hpp).
+#include "check.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace wb {
+
+namespace {
+const char* g_program = "workbook";
+}
+
+void set_program_name(const char* argv0) {
+    const char* slash = std::strrchr(argv0, '/');
+    g_program = slash ? slash + 1 : argv0;
+}
+
+const char* program_name() { return g_program; }
+
+std::string errno_str(int err) {
+    // strerrorname_np (glibc 2.32) gives "EINVAL"; strerror gives the text.
+    const char* name = strerrorname_np(err);
+    std::string s = name ? name : ("errno " + std::to_string(err));
+    return s + " (" + std::strerror(err) + ")";
+}
+
+void fail(const std::string& what, const std::string& hint) {
+    std::fflush(stdout);  // keep the narration before the error
+    std::fprintf(stderr, "%s: %s\n", g_program, what.c_str());
+    if (!hint.empty()) std::fprintf(stderr, "%s: check: %s\n", g_program, hint.c_str());
+    std::exit(1);
+}
+
+void warn(const std::string& what) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: warning: %s\n", g_program, what.c_str());
+}
+
+void fail_call(const char* call, int err, const char* hint) {
+    fail(std::string(call) + " failed: " + errno_str(err), hint ? hint : "");
+}
+
+}  // namespace wb

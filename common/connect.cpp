@@ -1,0 +1,150 @@
+// connect.cpp - see connect.hpp. The values and their meaning are explained
+// field by field in lessons/03_qp_state_machine/lesson3.cpp.
+#include "connect.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "check.hpp"
+
+namespace wb {
+
+uint32_t random_psn() {
+    std::random_device rd;
+    return rd() & 0xFFFFFF;  // 24 bits
+}
+
+PeerInfo local_info(uint16_t lesson, const ibv_qp* qp, uint32_t psn, const PortAddress& a) {
+    PeerInfo me;
+    me.lesson = lesson;
+    me.qp_num = qp->qp_num;
+    me.psn = psn;
+    me.lid = a.attr.lid;
+    me.gid = a.gid;  // zero on InfiniBand LID addressing
+    me.mtu = a.attr.active_mtu;
+    return me;
+}
+
+void qp_to_init(ibv_qp* qp, const PortAddress& a, unsigned remote_access) {
+    ibv_qp_attr attr = {
+        .qp_state = IBV_QPS_INIT,
+        .qp_access_flags = remote_access,  // what the peer's requests may do here
+        .pkey_index = 0,                    // the default partition
+        .port_num = a.port,
+    };
+    CHECK_RC(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
+}
+
+void qp_to_rtr(ibv_qp* qp, const PortAddress& a, const PeerInfo& peer, uint8_t rd_atomic) {
+    ibv_mtu mtu = std::min(a.attr.active_mtu, static_cast<ibv_mtu>(peer.mtu));
+    ibv_qp_attr attr = {
+        .qp_state = IBV_QPS_RTR,
+        .path_mtu = mtu,                 // the smaller active MTU of the two ports
+        .rq_psn = peer.psn,              // the first PSN we expect from the peer
+        .dest_qp_num = peer.qp_num,
+        .ah_attr = {
+            .dlid = peer.lid,            // used on InfiniBand; 0 on RoCE
+            .sl = 0,                     // service level 0
+            .src_path_bits = 0,
+            .is_global = 0,
+            .port_num = a.port,
+        },
+        .max_dest_rd_atomic = rd_atomic, // READ/atomic requests the peer may have in flight at us
+        .min_rnr_timer = 12,             // RNR NAK delay code 12 = 0.64 ms before the peer retries
+    };
+    if (a.gid_index >= 0) {  // RoCE always (GRH is mandatory); InfiniBand only with -g
+        attr.ah_attr.is_global = 1;
+        attr.ah_attr.grh = {
+            .dgid = peer.gid,
+            .flow_label = 0,
+            .sgid_index = static_cast<uint8_t>(a.gid_index),
+            .hop_limit = 64,             // IP TTL on RoCE v2; enough for any routed path
+            .traffic_class = 0,
+        };
+        if (gid_is_zero(peer.gid))
+            fail("the peer sent a zero GID, but this port needs GRH addressing",
+                 "is the peer on an InfiniBand port using LID addressing? give both sides -g");
+    }
+    CHECK_RC(ibv_modify_qp(qp, &attr,
+                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+             "do both sides use a GID of the same type? (-g; ./lesson1 lists the table)");
+}
+
+void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic) {
+    ibv_qp_attr attr = {
+        .qp_state = IBV_QPS_RTS,
+        .sq_psn = psn,                 // our first PSN, as told to the peer
+        .max_rd_atomic = rd_atomic,    // READ/atomic requests we may have in flight at the peer
+        .timeout = 14,                 // ACK timeout 4.096 us * 2^14 = 67 ms
+        .retry_cnt = 7,                // resend up to 7 times without an ACK, then IBV_WC_RETRY_EXC_ERR
+        .rnr_retry = 7,                // 7 = retry forever on RNR NAK; our CQ waits are bounded instead
+    };
+    CHECK_RC(ibv_modify_qp(qp, &attr,
+                           IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT |
+                               IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY));
+}
+
+ibv_qp_state query_state(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init));
+    return attr.qp_state;
+}
+
+const char* wc_opcode_str(ibv_wc_opcode op) {
+    switch (op) {
+    case IBV_WC_SEND: return "IBV_WC_SEND";
+    case IBV_WC_RDMA_WRITE: return "IBV_WC_RDMA_WRITE";
+    case IBV_WC_RDMA_READ: return "IBV_WC_RDMA_READ";
+    case IBV_WC_COMP_SWAP: return "IBV_WC_COMP_SWAP";
+    case IBV_WC_FETCH_ADD: return "IBV_WC_FETCH_ADD";
+    case IBV_WC_BIND_MW: return "IBV_WC_BIND_MW";
+    case IBV_WC_RECV: return "IBV_WC_RECV";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "IBV_WC_RECV_RDMA_WITH_IMM";
+    default: return "other";
+    }
+}
+
+void check_wc(const ibv_wc& wc, const char* what) {
+    if (wc.status == IBV_WC_SUCCESS) return;
+    const char* hint = "";
+    switch (wc.status) {
+    case IBV_WC_RETRY_EXC_ERR:
+        hint = "the peer never acknowledged: wrong GID index or address, a path MTU the peers "
+               "disagree on, UDP 4791 blocked, or the peer exited";
+        break;
+    case IBV_WC_RNR_RETRY_EXC_ERR: hint = "the peer had no receive posted (post receives before RTR)"; break;
+    case IBV_WC_REM_ACCESS_ERR:
+        hint = "the peer refused: wrong rkey, an address outside its MR, or an MR without that access";
+        break;
+    case IBV_WC_LOC_PROT_ERR: hint = "a local SGE is outside its MR or uses the wrong lkey"; break;
+    case IBV_WC_LOC_LEN_ERR: hint = "the incoming message is larger than the posted receive buffer"; break;
+    case IBV_WC_REM_INV_REQ_ERR: hint = "the peer's QP does not allow this operation (qp_access_flags)"; break;
+    case IBV_WC_WR_FLUSH_ERR: hint = "the QP was already in the error state: the first failure is the cause"; break;
+    default: break;
+    }
+    fail(std::string(what) + " completed with status " + ibv_wc_status_str(wc.status) + " (" +
+             std::to_string(wc.status) + ", vendor_err " + std::to_string(wc.vendor_err) + ")",
+         hint);
+}
+
+ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    ibv_wc wc{};
+    for (;;) {
+        int n = ibv_poll_cq(cq, 1, &wc);
+        if (n < 0) fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+        if (n == 1) break;
+        if (std::chrono::steady_clock::now() >= deadline)
+            fail(std::string("no completion for ") + waiting_for + " within " + std::to_string(timeout_s) + " s",
+                 "is the peer still running? raise --timeout if the machine is slow");
+        std::this_thread::yield();  // let the peer run on a busy machine
+    }
+    check_wc(wc, waiting_for);
+    return wc;
+}
+
+}  // namespace wb

@@ -1,0 +1,53 @@
+// connect.hpp - bring an RC QP to RTS against a peer, the way lesson 3 does by hand.
+//
+// Lesson 3 drives RESET -> INIT -> RTR -> RTS with ibv_modify_qp and explains
+// every field. Lessons 4 to 8 call these helpers, which make exactly the same
+// calls with the same values, so that their main() can show the operation the
+// lesson is about.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+#include "device.hpp"
+#include "exchange.hpp"
+
+namespace wb {
+
+// A random 24-bit starting PSN (PSNs are 24 bits in the BTH).
+uint32_t random_psn();
+
+// What we tell the peer about our side: QP number, PSN, LID/GID, path MTU.
+// The caller fills addr/length/rkey when it offers a buffer.
+PeerInfo local_info(uint16_t lesson, const ibv_qp* qp, uint32_t psn, const PortAddress& a);
+
+// RESET -> INIT: bind the QP to `port` and say what the PEER may do to our
+// memory through it (remote_access: 0, IBV_ACCESS_REMOTE_WRITE, _READ, _ATOMIC).
+void qp_to_init(ibv_qp* qp, const PortAddress& a, unsigned remote_access);
+
+// INIT -> RTR: where the peer is (its QPN, PSN, GID or LID) and the path MTU,
+// the smaller of both sides' active MTUs. `rd_atomic` is how many RDMA READ or
+// atomic requests the peer may have outstanding at us (max_dest_rd_atomic).
+void qp_to_rtr(ibv_qp* qp, const PortAddress& a, const PeerInfo& peer, uint8_t rd_atomic = 1);
+
+// RTR -> RTS: our own starting PSN, retry counts, and how many READ/atomic
+// requests we may have outstanding at the peer (max_rd_atomic).
+void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic = 1);
+
+// Print the state of the QP as ibv_query_qp reports it ("qp 0x11: RTS").
+ibv_qp_state query_state(ibv_qp* qp);
+
+// Busy-poll `cq` for one completion, at most timeout_s seconds (lesson 3
+// writes this loop out). Exits 1 when nothing arrives in time or the
+// completion failed (with ibv_wc_status_str and what to check).
+ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for);
+
+// Exit 1 unless wc.status is IBV_WC_SUCCESS; the message names `what`, the
+// status string, the vendor syndrome and the usual causes of that status.
+void check_wc(const ibv_wc& wc, const char* what);
+
+// "IBV_WC_RECV", "IBV_WC_RDMA_WRITE" ...: rdma-core has no string function for opcodes.
+const char* wc_opcode_str(ibv_wc_opcode op);
+
+}  // namespace wb

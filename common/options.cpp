@@ -1,0 +1,128 @@
+// options.cpp - see options.hpp.
+#include "options.hpp"
+
+#include <getopt.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "check.hpp"
+
+namespace wb {
+
+void usage_error(const std::string& message) {
+    std::fprintf(stderr, "%s: %s (see %s -h)\n", program_name(), message.c_str(), program_name());
+    std::exit(2);
+}
+
+int64_t parse_i64(const std::string& text, const char* what) {
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0')
+        usage_error(std::string(what) + ": '" + text + "' is not a whole number");
+    if (errno == ERANGE)
+        usage_error(std::string(what) + ": '" + text + "' does not fit in 64 bits");
+    return v;
+}
+
+int64_t parse_range(const std::string& text, const char* what, int64_t min, int64_t max) {
+    int64_t v = parse_i64(text, what);
+    if (v < min || v > max)
+        usage_error(std::string(what) + ": '" + text + "' is out of range " + std::to_string(min) +
+                    ".." + std::to_string(max));
+    return v;
+}
+
+namespace {
+
+void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
+    const char* p = program_name();
+    std::printf("%s - %s\n\nUsage:\n  %s %s\n\nOptions:\n", p, usage.summary, p, usage.synopsis);
+    std::printf("  -d, --ib-dev=DEV      RDMA device (default: the first device found)\n");
+    std::printf("  -i, --ib-port=PORT    port of the device (default: 1)\n");
+    std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
+                "                        LID addressing on InfiniBand)\n");
+    if (usage.network) {
+        std::printf("  -p, --port=PORT       TCP port of the out-of-band exchange (default: %u)\n",
+                    kDefaultTcpPort);
+        std::printf("      --timeout=SECS    client connect retries and every wait on the peer\n"
+                    "                        (default: %d; a server waits for its first client\n"
+                    "                        without limit unless --timeout is given)\n",
+                    kDefaultTimeoutSeconds);
+    }
+    for (const ExtraOption& o : extra) {
+        std::string flag = std::string("-") + o.letter + ", --" + o.name;
+        if (o.metavar) flag += std::string("=") + o.metavar;
+        std::printf("  %-21s %s\n", flag.c_str(), o.help);
+    }
+    std::printf("  -h, --help            print this help and exit\n");
+    if (usage.network)
+        std::printf("\nNumbers after the host may be negative: end the options with --, as in\n"
+                    "  %s HOST -- -3 5\n", p);
+    if (usage.notes) std::printf("\n%s\n", usage.notes);
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv, const Usage& usage, std::span<const ExtraOption> extra) {
+    set_program_name(argv[0]);
+    enum { kTimeout = 256 };  // long-only option id, outside the char range
+
+    std::string shortopts = ":d:i:g:h";  // leading ':' reports a missing argument as ':'
+    if (usage.network) shortopts += "p:";
+    std::vector<option> longopts = {
+        {"ib-dev", required_argument, nullptr, 'd'},
+        {"ib-port", required_argument, nullptr, 'i'},
+        {"gid-idx", required_argument, nullptr, 'g'},
+        {"help", no_argument, nullptr, 'h'},
+    };
+    if (usage.network) {
+        longopts.push_back({"port", required_argument, nullptr, 'p'});
+        longopts.push_back({"timeout", required_argument, nullptr, kTimeout});
+    }
+    for (const ExtraOption& o : extra) {
+        shortopts += o.letter;
+        if (o.metavar) shortopts += ':';
+        longopts.push_back({o.name, o.metavar ? required_argument : no_argument, nullptr, o.letter});
+    }
+    longopts.push_back({nullptr, 0, nullptr, 0});
+
+    Options opt;
+    opterr = 0;  // we print our own one-line messages
+    for (;;) {
+        int c = getopt_long(argc, argv, shortopts.c_str(), longopts.data(), nullptr);
+        if (c == -1) break;
+        const std::string arg = optarg ? optarg : "";
+        switch (c) {
+        case 'd': opt.device = arg; break;
+        case 'i': opt.ib_port = static_cast<int>(parse_range(arg, "-i", 1, 255)); break;
+        case 'g': opt.gid_index = static_cast<int>(parse_range(arg, "-g", 0, 65535)); break;
+        case 'p': opt.tcp_port = static_cast<uint16_t>(parse_range(arg, "-p", 1, 65535)); break;
+        case kTimeout:
+            opt.timeout_s = static_cast<int>(parse_range(arg, "--timeout", 1, 86400));
+            opt.timeout_given = true;
+            break;
+        case 'h': print_usage(usage, extra); std::exit(0);
+        case ':': {
+            std::string name = argv[optind - 1];
+            usage_error("option " + name + " needs an argument");
+        }
+        case '?': {
+            std::string name = optopt ? std::string("-") + static_cast<char>(optopt) : argv[optind - 1];
+            std::string msg = "unknown option '" + name + "'";
+            if (optopt >= '0' && optopt <= '9') msg += "; put negative numbers after --";
+            usage_error(msg);
+        }
+        default:
+            for (const ExtraOption& o : extra)
+                if (c == o.letter) *o.value = o.metavar ? arg : "1";
+        }
+    }
+    for (int i = optind; i < argc; ++i) opt.args.emplace_back(argv[i]);
+    return opt;
+}
+
+}  // namespace wb

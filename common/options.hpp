@@ -1,0 +1,71 @@
+// options.hpp - the command line every lesson shares, in the style of
+// rdma-core's pingpong tools: no host argument means server, a host argument
+// means client.
+//
+//   -d, --ib-dev=DEV      RDMA device (default: the first one found)
+//   -i, --ib-port=PORT    port of that device (default: 1)
+//   -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4 first)
+//   -p, --port=PORT       TCP port of the out-of-band exchange (default: 18515)
+//       --timeout=SECS    how long a client retries its connect and either side
+//                         waits for its peer (default: 30; a server waits for its
+//                         first client without limit unless --timeout is given)
+//   -h, --help            usage with every default, exit 0
+//
+// A lesson adds its own options (ExtraOption) and positional arguments.
+// Misuse prints one line on stderr and exits 2. `--` ends the options, so
+// negative numbers can follow it: ./lesson4 host -- -3 5
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace wb {
+
+constexpr uint16_t kDefaultTcpPort = 18515;  // the same port as ibv_rc_pingpong
+constexpr int kDefaultTimeoutSeconds = 30;
+
+struct Options {
+    std::string device;                // -d; empty means the first device
+    int ib_port = 1;                   // -i; ports count from 1
+    int gid_index = -1;                // -g; -1 means choose by type
+    uint16_t tcp_port = kDefaultTcpPort;  // -p
+    int timeout_s = kDefaultTimeoutSeconds;  // --timeout
+    bool timeout_given = false;        // a server waits forever for its first client unless set
+    std::vector<std::string> args;     // positional arguments (host first, if any)
+
+    // The server's wait for its first client: -1 (no limit) unless --timeout was given.
+    int accept_timeout_s() const { return timeout_given ? timeout_s : -1; }
+};
+
+// An option that only one lesson has. `value` receives the argument (or "1"
+// for a flag with metavar == nullptr); the lesson parses it with the parse_*
+// helpers below so that bad values are reported the same way everywhere.
+struct ExtraOption {
+    char letter;            // short option, e.g. 'n'
+    const char* name;       // long option, e.g. "count"
+    const char* metavar;    // e.g. "N"; nullptr for a flag without argument
+    const char* help;       // one line, stating the default
+    std::string* value;     // where the argument goes; left untouched if absent
+};
+
+struct Usage {
+    const char* synopsis;   // e.g. "[options]              server\n  lesson4 [options] HOST A B   client"
+    const char* summary;    // one line: what the lesson does
+    bool network = true;    // false: the lesson has no peer (-p, --timeout not shown)
+    const char* notes = nullptr;  // extra lines printed after the options
+};
+
+// Parse argv; on -h print the usage and exit 0; on misuse print one line and exit 2.
+Options parse_options(int argc, char** argv, const Usage& usage,
+                      std::span<const ExtraOption> extra = {});
+
+// Print "PROGRAM: message (see PROGRAM -h)" on stderr and exit 2.
+[[noreturn]] void usage_error(const std::string& message);
+
+// Parse helpers: `what` names the argument in the error ("-n", "A").
+int64_t parse_i64(const std::string& text, const char* what);
+int64_t parse_range(const std::string& text, const char* what, int64_t min, int64_t max);
+
+}  // namespace wb

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# install_deps.sh - install what the workbook needs, only what is missing.
+#
+# On Debian and Ubuntu it installs the packages below with apt-get (through
+# sudo when not root). Elsewhere it prints the list for your package manager.
+# `make check`, `make tour` and `make capture` call it, so a fresh machine
+# needs nothing else.
+set -euo pipefail
+
+packages=(
+  g++ make pkg-config git             # build tools
+  libibverbs-dev librdmacm-dev         # verbs and rdma_cm headers, libraries, man pages
+  ibverbs-providers                    # librxe and the other user-space drivers
+  ibverbs-utils rdmacm-utils perftest  # ibv_devinfo, rping, ib_send_lat: what the lessons are measured against
+  iproute2 kmod                        # the `rdma` tool, modprobe/depmod
+  bats bats-support bats-assert bats-file  # the test suites
+  qemu-system-x86 busybox-static cpio  # the Soft-RoCE lab (scripts/lab.sh)
+  tshark                               # decoding captures (make capture)
+  man-db                               # `man ibv_post_send`
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  # dpkg-query prints "install ok installed" for an installed package.
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done 2>/dev/null || true
+
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "install_deps.sh: not a Debian/Ubuntu system; install the equivalents of:" >&2
+  echo "  ${packages[*]}" >&2
+  exit 0
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install_deps.sh: missing packages and no sudo; as root run: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  sudo=(sudo)
+fi
+
+echo "install_deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+# --no-install-recommends keeps qemu from pulling in a desktop.
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
