@@ -69,6 +69,9 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
 
 Options parse_options(int argc, char** argv, const Usage& usage, std::span<const ExtraOption> extra) {
     set_program_name(argv[0]);
+    // Line-buffered stdout: each narration line reaches a pipe or file at once,
+    // in order with the messages on stderr.
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     enum { kTimeout = 256 };  // long-only option id, outside the char range
 
     std::string shortopts = ":d:i:g:h";  // leading ':' reports a missing argument as ':'
