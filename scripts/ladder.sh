@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# ladder.sh - print a capture as a packet ladder: one line per packet.
+#
+#   scripts/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]
+#
+# RoCE v2 packets (UDP 4791, decoded by Wireshark's `infiniband` dissector)
+# get a line each: frame, time, direction, the opcode as Wireshark names it,
+# destination QP, PSN and the headers that matter: RETH (remote address,
+# rkey, length), ImmDt, AtomicETH (compare/swap-add data), AtomicAckETH
+# (original remote data) and AETH (ACK/NAK and MSN). The out-of-band TCP
+# exchange is shown briefly: its segments that carry data. With the server's
+# and client's IP the direction reads "client -> server".
+set -euo pipefail
+
+usage() { echo "usage: scripts/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]"; }
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+  "") usage >&2; exit 2 ;;
+esac
+pcap=$1 server_ip=${2:-} client_ip=${3:-}
+[ -r "$pcap" ] || { echo "ladder.sh: cannot read $pcap" >&2; exit 1; }
+command -v tshark >/dev/null || { echo "ladder.sh: tshark is missing (scripts/install_deps.sh installs it)" >&2; exit 1; }
+
+fields=(frame.number frame.time_relative ip.src ip.dst
+  infiniband.bth.opcode infiniband.bth.destqp infiniband.bth.psn
+  infiniband.reth.va infiniband.reth.r_key infiniband.reth.dmalen
+  infiniband.immdt infiniband.atomiceth.swapdt infiniband.atomiceth.cmpdt
+  infiniband.atomicacketh.origremdt infiniband.aeth.syndrome.opcode infiniband.aeth.msn
+  tcp.srcport tcp.dstport tcp.len _ws.col.Info)
+args=()
+for f in "${fields[@]}"; do args+=(-e "$f"); done
+
+# The RPC-over-RDMA heuristic claims some SEND payloads ("Malformed Packet"):
+# switch it off. tshark's "running as root" warning goes to stderr: drop it.
+tshark -r "$pcap" --disable-heuristic rpcrdma_infiniband \
+  -Y 'infiniband || (tcp && tcp.len > 0)' -T fields -E separator='|' -E occurrence=f "${args[@]}" 2>/dev/null |
+  awk -F'|' -v S="$server_ip" -v C="$client_ip" '
+    function who(ip) { return ip == S ? "server" : ip == C ? "client" : ip }
+    BEGIN { printf "%5s %8s  %-18s  %s\n", "frame", "time", "direction", "packet" }
+    {
+      dir = sprintf("%s -> %s", who($3), who($4))
+      if ($5 != "") {                                   # RoCE v2: BTH present
+        info = $20; sub(/ QP=.*/, "", info)             # Wireshark names the opcode
+        line = sprintf("%s (op %s)  qp %s psn %s", info, $5, $6, $7)
+        if ($8 != "")  line = line sprintf("  RETH va=%s rkey=%s len=%s", $8, $9, $10)
+        if ($11 != "") line = line sprintf("  ImmDt=%s", $11)
+        if ($12 != "") line = line sprintf("  AtomicETH swap/add=%s compare=%s", $12, $13)
+        if ($14 != "") line = line sprintf("  AtomicAckETH orig=%s", $14)
+        if ($15 != "") {
+          # AETH syndrome opcode: 0 ACK, 1 RNR NAK, 3 NAK (IBTA 9.7.5.2.8)
+          kind = ($15 == 0 ? "ACK" : $15 == 1 ? "RNR NAK" : $15 == 3 ? "NAK" : "reserved")
+          line = line sprintf("  AETH %s msn=%s", kind, $16)
+        }
+      } else {                                          # the out-of-band exchange
+        line = sprintf("TCP %s -> %s, %s bytes (out-of-band exchange)", $17, $18, $19)
+      }
+      printf "%5s %8.3f  %-18s  %s\n", $1, $2, dir, line
+    }'
