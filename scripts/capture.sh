@@ -68,7 +68,7 @@ wait "$tpid" 2>/dev/null || true
 trap - EXIT
 rm -f "$out.log"
 
-scripts/ladder.sh "$out"
+"$(dirname "$0")/ladder.sh" "$out"
 if ! tshark -r "$out" -Y infiniband 2>/dev/null | grep -q .; then
   echo "capture.sh: no RoCE packets captured: was the peer on this host (rxe loopback)?" >&2
 fi
