@@ -1,0 +1,166 @@
+#!/bin/sh
+# lab-guest.sh: the Soft-RoCE lab guest's PID 1 (after the initramfs /init).
+#
+# Runs under the initramfs's busybox sh, inside the throw-away qemu guest that
+# scripts/lab.sh boots; lab.sh copies it into the per-run folder, which the
+# guest sees at /lab. It never runs on the host.
+#
+#   1. mount the host's root read-only at /newroot, tmpfs on /tmp, /run and
+#      /var/tmp, the kernel filesystems, and the checkout at its host path;
+#   2. make /lib/modules of the guest's kernel visible in /newroot, so that
+#      the host's modprobe works there;
+#   3. bring up the netdev (dummy0, or eth0 in pair mode) and rxe0 through
+#      scripts/setup_rxe.sh, then wait for PORT_ACTIVE;
+#   4. run /lab/<role>.cmd (written by lab.sh) chrooted into /newroot, with
+#      its stdout on ttyS1 and stderr on ttyS2 (lab.sh streams both to the
+#      host), or an interactive shell on the console;
+#   5. print "LAB_EXIT_STATUS=<n>" on the console (lab.sh parses it), power off.
+#
+# /lab/<role>.conf (shell variable assignments, written by lab.sh) says what
+# to do; <role> is "a" or "b" and comes from the kernel command line.
+
+export PATH=/bin:/sbin
+
+say() { echo "lab-guest: $*"; }
+
+# Report a setup failure to lab.sh and power off.
+die() {
+    echo "LAB_SETUP_FAILED: $*"
+    finish
+}
+
+# Power off; qemu runs with -no-reboot, so a reboot ends it.
+finish() {
+    sync
+    reboot -f
+    sleep 10
+}
+
+role=a
+for word in $(cat /proc/cmdline); do
+    case "$word" in
+        lab.role=*) role=${word#lab.role=} ;;
+    esac
+done
+. "/lab/$role.conf" || die "cannot read /lab/$role.conf"
+# From $role.conf: MODE (run|shell|pair), CHECKOUT, NETDEV, ADDR, PEER_ROLE.
+
+# 1. The host's root, read-only, cached (it does not change under us).
+ninep="trans=virtio,version=9p2000.L,msize=262144"
+mkdir -p /newroot
+mount -t 9p -o "$ninep,ro,cache=loose" hostroot /newroot ||
+    die "cannot mount the host's root (9p tag hostroot)"
+for dir in tmp run var/tmp; do
+    mount -t tmpfs -o mode=1777 tmpfs "/newroot/$dir" || die "cannot mount tmpfs on /$dir"
+done
+mount -t proc proc /newroot/proc
+mount -t sysfs sysfs /newroot/sys
+mount -t devtmpfs devtmpfs /newroot/dev
+mkdir -p /newroot/dev/pts /newroot/dev/shm
+# devtmpfs lacks these; bash's <(...) and many scripts need /dev/fd.
+ln -s /proc/self/fd /newroot/dev/fd
+ln -s /proc/self/fd/0 /newroot/dev/stdin
+ln -s /proc/self/fd/1 /newroot/dev/stdout
+ln -s /proc/self/fd/2 /newroot/dev/stderr
+mount -t devpts -o ptmxmode=0666 devpts /newroot/dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
+mkdir -p /newroot/tmp/home
+mkdir -p /newroot/run/lab
+mount -o bind /lab /newroot/run/lab
+
+# The checkout has its own share, so it is there even under /tmp.
+mkdir -p "/newroot$CHECKOUT" 2>/dev/null
+mount -t 9p -o "$ninep,ro,cache=loose" checkout "/newroot$CHECKOUT" ||
+    die "cannot mount the checkout at $CHECKOUT"
+
+# 2. /lib/modules: the host has none (or another kernel's). Put a tmpfs
+# overlay on /usr/lib and bind the initramfs's module tree (the modules the
+# lab needs, with their modules.dep) into it, so that `modprobe rdma_rxe` in
+# the chroot loads for real. /lib is a symlink to usr/lib on merged-/usr hosts.
+kver=$(uname -r)
+modules_dir=/newroot/usr/lib
+[ -L /newroot/lib ] || modules_dir=/newroot/lib
+if modprobe overlay; then
+    mkdir -p /overlay
+    mount -t tmpfs tmpfs /overlay
+    mkdir -p /overlay/upper /overlay/work
+    mount -t overlay -o "lowerdir=$modules_dir,upperdir=/overlay/upper,workdir=/overlay/work" \
+        overlay "$modules_dir" &&
+        mkdir -p "$modules_dir/modules/$kver" &&
+        mount -o bind "/lib/modules/$kver" "$modules_dir/modules/$kver" ||
+        say "no /lib/modules in the chroot: modprobe will not work there"
+fi
+
+# 3. Network and RDMA. crc32_generic first: rdma_rxe asks for crc32 through
+# the kernel, which cannot always find modprobe. The rdma_cm stack is loaded
+# for the lessons that use librdmacm; rdma_rxe itself is left to
+# setup_rxe.sh's modprobe.
+modprobe -a crc32_generic ib_core ib_uverbs rdma_ucm || die "cannot load the RDMA modules"
+ip link set lo up
+if [ "$NETDEV" = dummy0 ]; then
+    # numdummies=0: no automatic dummy0, we create ours explicitly.
+    modprobe dummy numdummies=0 || die "cannot load dummy"
+    ip link add dummy0 type dummy || die "cannot create dummy0"
+else
+    modprobe virtio_net || die "cannot load virtio_net"
+fi
+ip addr add "$ADDR" dev "$NETDEV" || die "cannot give $NETDEV the address $ADDR"
+ip link set "$NETDEV" up || die "cannot bring $NETDEV up"
+
+# No limit on locked memory (ibv_reg_mr pins pages): the guest is ours.
+ulimit -l unlimited
+
+chroot_env="env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp/home LAB=1"
+# shellcheck disable=SC2016 # $1 and $2 expand in the chroot's sh
+$chroot_env chroot /newroot /bin/sh -c '
+    cd "$1" || exit 1
+    if [ -x scripts/setup_rxe.sh ]; then
+        exec scripts/setup_rxe.sh up "$2"
+    fi
+    # setup_rxe.sh not written yet: do its job by hand.
+    modprobe rdma_rxe && rdma link add rxe0 type rxe netdev "$2"
+' sh "$CHECKOUT" "$NETDEV" || die "rxe setup on $NETDEV failed"
+
+state=/sys/class/infiniband/rxe0/ports/1/state
+tries=0
+until grep -q ACTIVE "$state" 2>/dev/null; do
+    tries=$((tries + 1))
+    [ "$tries" -le 100 ] || die "rxe0 did not become PORT_ACTIVE in 10 s"
+    sleep 0.1
+done
+
+# 4. In pair mode, b starts its command only once a has started its own.
+if [ "$MODE" = pair ]; then
+    if [ "$role" = a ]; then
+        touch /lab/a.started
+    else
+        tries=0
+        until [ -e /lab/a.started ]; do
+            tries=$((tries + 1))
+            [ "$tries" -le 1200 ] || die "guest a did not start its command in 120 s"
+            sleep 0.1
+        done
+    fi
+fi
+
+if [ "$MODE" = shell ]; then
+    # cttyhack gives the shell the console as its controlling terminal,
+    # so that Ctrl-C and job control work.
+    setsid cttyhack chroot /newroot /bin/bash "/run/lab/$role.cmd"
+    status=$?
+else
+    # raw: no \n -> \r\n translation, the host gets the bytes as written.
+    stty -F /dev/ttyS1 raw -echo
+    stty -F /dev/ttyS2 raw -echo
+    env -i chroot /newroot /bin/bash "/run/lab/$role.cmd" \
+        </dev/null >/dev/ttyS1 2>/dev/ttyS2
+    status=$?
+    # stty waits for the ports to drain: nothing is lost at power-off.
+    stty -F /dev/ttyS1 raw
+    stty -F /dev/ttyS2 raw
+fi
+
+# 5. lab.sh reads this line from the console log.
+echo
+echo "LAB_EXIT_STATUS=$status"
+finish
