@@ -126,7 +126,7 @@ rdma_has_link_add() {
 
 need_root() { [[ $(id -u) == 0 ]] || die "$1 needs root: run it with sudo." "sudo scripts/setup_rxe.sh $1"; }
 
-warn_environment() { # non-fatal checks, printed once per run
+warn_environment() { # non-fatal checks
 	# The locked-memory limit `ulimit -l` shows, read from /proc (in bytes).
 	local line lim=unlimited
 	while read -r line; do
@@ -139,7 +139,6 @@ warn_environment() { # non-fatal checks, printed once per run
 	fi
 	[[ -e $IBV_CONFIG_DIR/rxe.driver ]] ||
 		warn "no $IBV_CONFIG_DIR/rxe.driver: the rxe user-space provider (librxe) is missing, so ibv_devices will list nothing. Install it: apt install ibverbs-providers"
-	note "two processes on this host talk through rxe's internal loopback and never put packets on the wire; to capture RoCE traffic use two hosts or guests (docs/wireshark.md)."
 }
 
 load_module() {
@@ -240,6 +239,7 @@ cmd_up() {
 	say "gid_index: ${gid%% *}"
 	say "gid: ${gid#* }"
 	say "Use it as: -d $dev -g ${gid%% *}   (for example: ibv_rc_pingpong -d $dev -g ${gid%% *})"
+	note "two processes on this host talk through rxe's internal loopback and never put packets on the wire; to capture RoCE traffic use two hosts or guests (docs/wireshark.md)."
 }
 
 cmd_down() {
@@ -282,7 +282,9 @@ cmd_status() {
 		g=$(find_gid "$d" "$ip4")
 		[[ -z $g ]] || say "  use: -d $d -g ${g%% *}"
 	done < <(rxe_devices)
-	((found)) || say "no rxe devices"
+	((found)) && return
+	say "no rxe devices"
+	[[ -d $SYSFS_ROOT/module/rdma_rxe ]] || say "rdma_rxe is not loaded; set it up with: sudo scripts/setup_rxe.sh up [NETDEV]"
 }
 
 # --- argument parsing ----------------------------------------------------------

@@ -207,8 +207,7 @@ teardown() {
 	given_dummy0
 	export FAKE_RDMA_ADD_ERR="error: Invalid argument"
 	run -1 --separate-stderr setup_rxe up dummy0
-	assert_equal "$stderr" "$(printf '%s\n' "setup_rxe: note: two processes on this host talk through rxe's internal loopback and never put packets on the wire; to capture RoCE traffic use two hosts or guests (docs/wireshark.md)." \
-		"setup_rxe: error: rdma link add rxe0 type rxe netdev dummy0 failed: error: Invalid argument")"
+	assert_equal "$stderr" "setup_rxe: error: rdma link add rxe0 type rxe netdev dummy0 failed: error: Invalid argument"
 }
 
 # --- up: refusals, each before anything changes ------------------------------------
@@ -344,6 +343,13 @@ teardown() {
 	[[ $output != *"loopback"* ]]
 }
 
+@test "a failed up does not bother with the loopback note" {
+	given_dummy0
+	export FAKE_MODPROBE=notfound
+	run -1 --separate-stderr setup_rxe up dummy0
+	[[ $stderr != *"loopback"* ]]
+}
+
 @test "with providers, memlock and a loaded module in order, stderr holds only the loopback note" {
 	given_dummy0
 	run -0 --separate-stderr setup_rxe up dummy0
@@ -434,8 +440,14 @@ teardown() {
 # --- status ---------------------------------------------------------------------------
 
 @test "status with no rxe devices says so and exits 0" {
+	fake_module_loaded
 	run -0 setup_rxe status
 	assert_output "no rxe devices"
+}
+
+@test "status without rdma_rxe loaded says so and how to set it up" {
+	run -0 setup_rxe status
+	assert_output "$(printf '%s\n' "no rxe devices" "rdma_rxe is not loaded; set it up with: sudo scripts/setup_rxe.sh up [NETDEV]")"
 }
 
 @test "status lists each rxe device with netdev, port state, active_mtu and typed GIDs" {
