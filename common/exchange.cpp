@@ -52,11 +52,16 @@ struct Reader {
     void raw(void* dst, size_t n) { std::memcpy(dst, p, n); p += n; }
 };
 
+// "192.0.2.2:40312" (also for an IPv4 client of our dual-stack listener,
+// which the kernel reports as ::ffff:192.0.2.2), "[2001:db8::2]:40312".
 std::string describe(const sockaddr* sa) {
     char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
     getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in), host,
                 sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
-    return std::string(host) + ":" + serv;
+    std::string h = host;
+    if (h.starts_with("::ffff:") && h.find('.') != std::string::npos) h = h.substr(7);
+    else if (h.find(':') != std::string::npos) h = "[" + h + "]";
+    return h + ":" + serv;
 }
 
 }  // namespace
@@ -215,6 +220,9 @@ bool recv_exact(Connection& c, std::span<uint8_t> data, int timeout_s) {
                  "is the peer still running? is it the same lesson? raise --timeout if it is slow");
         ssize_t got = ::recv(c.fd(), data.data() + done, data.size() - done, 0);
         if (got < 0 && errno == EINTR) continue;
+        // A peer that exits with our data unread resets the connection
+        // instead of closing it: for the caller that is the same thing.
+        if (got < 0 && errno == ECONNRESET) return false;
         if (got < 0) fail("recv from " + c.peer() + " failed: " + errno_str(errno), "did the peer exit? see its output");
         if (got == 0) return false;  // orderly close
         done += static_cast<size_t>(got);

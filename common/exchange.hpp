@@ -92,7 +92,8 @@ void expect_token(Connection& c, const char (&token)[5], int timeout_s);
 
 // Low-level: send all of `data`; receive exactly data.size() bytes, waiting
 // at most timeout_s seconds in total. recv_exact returns false if the peer
-// closed the connection first; both exit 1 on any other failure.
+// closed (or, by exiting with data unread, reset) the connection first; both
+// exit 1 on any other failure.
 void send_all(Connection& c, std::span<const uint8_t> data);
 bool recv_exact(Connection& c, std::span<uint8_t> data, int timeout_s);
 

@@ -65,6 +65,17 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
     if (usage.notes) std::printf("\n%s\n", usage.notes);
 }
 
+// How the user wrote the option getopt rejected: "--bogus" (without any
+// "=value") for a long option, else "-x" for the short option letter. (For a
+// long option, getopt's optopt holds its short letter or 0, so argv is the
+// reliable source.)
+std::string option_text(const char* arg, int letter) {
+    std::string text = arg;
+    if (text.starts_with("--")) return text.substr(0, text.find('='));
+    if (letter > 0 && letter < 256) return std::string("-") + static_cast<char>(letter);
+    return text;
+}
+
 }  // namespace
 
 Options parse_options(int argc, char** argv, const Usage& usage, std::span<const ExtraOption> extra) {
@@ -102,20 +113,17 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
         switch (c) {
         case 'd': opt.device = arg; break;
         case 'i': opt.ib_port = static_cast<int>(parse_range(arg, "-i", 1, 255)); break;
-        case 'g': opt.gid_index = static_cast<int>(parse_range(arg, "-g", 0, 65535)); break;
+        // 0..255: the verbs carry the GID index as ibv_global_route.sgid_index, a uint8_t.
+        case 'g': opt.gid_index = static_cast<int>(parse_range(arg, "-g", 0, 255)); break;
         case 'p': opt.tcp_port = static_cast<uint16_t>(parse_range(arg, "-p", 1, 65535)); break;
         case kTimeout:
             opt.timeout_s = static_cast<int>(parse_range(arg, "--timeout", 1, 86400));
             opt.timeout_given = true;
             break;
         case 'h': print_usage(usage, extra); std::exit(0);
-        case ':': {
-            std::string name = argv[optind - 1];
-            usage_error("option " + name + " needs an argument");
-        }
+        case ':': usage_error("option " + option_text(argv[optind - 1], optopt) + " needs an argument");
         case '?': {
-            std::string name = optopt ? std::string("-") + static_cast<char>(optopt) : argv[optind - 1];
-            std::string msg = "unknown option '" + name + "'";
+            std::string msg = "unknown option '" + option_text(argv[optind - 1], optopt) + "'";
             if (optopt >= '0' && optopt <= '9') msg += "; put negative numbers after --";
             usage_error(msg);
         }

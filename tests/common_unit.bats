@@ -1,0 +1,284 @@
+#!/usr/bin/env bats
+# common/'s plumbing that needs no RDMA device, tested on this host: the shared
+# command line, GID formatting, the exchange's wire form and its TCP side over
+# loopback. The programs under tests/unit/ (built by `make units` into
+# build/tests/) do the work; these tests check what they print.
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+  make --no-print-directory -s units >&2
+}
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+  PROBE=build/tests/options_probe
+}
+
+# Misuse: exit 2 and exactly one line on stderr, which says $1.
+assert_usage_error() {
+  assert_equal "$status" 2
+  assert_equal "${#stderr_lines[@]}" 1
+  assert_equal "$stderr" "options_probe: $1 (see options_probe -h)"
+}
+
+# ---- the shared command line (common/options.hpp)
+
+@test "with no options every field has its documented default" {
+  run --separate-stderr "$PROBE"
+  assert_success
+  assert_output "device=
+ib_port=1
+gid_index=-1
+tcp_port=18515
+timeout_s=30
+timeout_given=0
+accept_timeout_s=-1
+verbose=
+args="
+}
+
+@test "each short option sets its field" {
+  run --separate-stderr "$PROBE" -d rxe7 -i 2 -g 3 -p 20001 -n 5 -v
+  assert_success
+  assert_line "device=rxe7"
+  assert_line "ib_port=2"
+  assert_line "gid_index=3"
+  assert_line "tcp_port=20001"
+  assert_line "count=5"
+  assert_line "verbose=1"
+}
+
+@test "each long option sets its field, with = or a separate argument" {
+  run --separate-stderr "$PROBE" --ib-dev=mlx5_1 --ib-port 2 --gid-idx=255 --port=1 --timeout 7 --count=-100 --verbose
+  assert_success
+  assert_line "device=mlx5_1"
+  assert_line "ib_port=2"
+  assert_line "gid_index=255"
+  assert_line "tcp_port=1"
+  assert_line "timeout_s=7"
+  assert_line "count=-100"
+  assert_line "verbose=1"
+}
+
+@test "--timeout bounds the server's wait for its first client only when given" {
+  run --separate-stderr "$PROBE"
+  assert_line "accept_timeout_s=-1"
+  run --separate-stderr "$PROBE" --timeout 12
+  assert_line "timeout_s=12"
+  assert_line "timeout_given=1"
+  assert_line "accept_timeout_s=12"
+}
+
+@test "a host and numbers are positional arguments, and -- lets numbers be negative" {
+  run --separate-stderr "$PROBE" -p 20001 192.0.2.1 -- -3 5 -9223372036854775808
+  assert_success
+  assert_line "tcp_port=20001"
+  assert_line "args=[192.0.2.1][-3][5][-9223372036854775808]"
+  assert_line "number=-3"
+  assert_line "number=5"
+  assert_line "number=-9223372036854775808"
+}
+
+@test "a negative number without -- is refused with a hint to use --" {
+  run --separate-stderr "$PROBE" 192.0.2.1 -3 5
+  assert_usage_error "unknown option '-3'; put negative numbers after --"
+}
+
+@test "-h prints the usage with every default and exits 0" {
+  run --separate-stderr "$PROBE" -h
+  assert_success
+  assert_equal "$stderr" ""
+  assert_line --partial "Usage:"
+  assert_line --partial "-d, --ib-dev=DEV      RDMA device (default: the first device found)"
+  assert_line --partial "-i, --ib-port=PORT    port of the device (default: 1)"
+  assert_line --partial "-g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;"
+  assert_line --partial "-p, --port=PORT       TCP port of the out-of-band exchange (default: 18515)"
+  assert_line --partial "(default: 30; a server waits for its first client"
+  assert_line --partial "-n, --count=N         a count, -100..100 (default: 1)"
+  assert_line --partial "-v, --verbose"
+  assert_line --partial "-h, --help"
+  refute_line --partial "device="   # it exits before doing anything else
+}
+
+@test "--help is -h" {
+  run --separate-stderr "$PROBE" --help
+  assert_success
+  assert_line --partial "Usage:"
+}
+
+@test "a lesson without a peer has no -p or --timeout, in its usage or its parser" {
+  PROBE_NO_NETWORK=1 run --separate-stderr "$PROBE" -h
+  assert_success
+  refute_line --partial "--port"
+  refute_line --partial "--timeout"
+  PROBE_NO_NETWORK=1 run --separate-stderr "$PROBE" -p 20001
+  assert_usage_error "unknown option '-p'"
+  PROBE_NO_NETWORK=1 run --separate-stderr "$PROBE" --timeout=5
+  assert_usage_error "unknown option '--timeout'"
+}
+
+@test "a value that is not a number is named in one line, exit 2" {
+  run --separate-stderr "$PROBE" -i one
+  assert_usage_error "-i: 'one' is not a whole number"
+  run --separate-stderr "$PROBE" -p 18515x
+  assert_usage_error "-p: '18515x' is not a whole number"
+  run --separate-stderr "$PROBE" --timeout ''
+  assert_usage_error "--timeout: '' is not a whole number"
+  run --separate-stderr "$PROBE" -n 99999999999999999999
+  assert_usage_error "-n: '99999999999999999999' does not fit in 64 bits"
+}
+
+@test "a value out of its range is named with the range, exit 2" {
+  run --separate-stderr "$PROBE" -i 0
+  assert_usage_error "-i: '0' is out of range 1..255"
+  run --separate-stderr "$PROBE" -g 256
+  assert_usage_error "-g: '256' is out of range 0..255"
+  run --separate-stderr "$PROBE" -g -1
+  assert_usage_error "-g: '-1' is out of range 0..255"
+  run --separate-stderr "$PROBE" -p 65536
+  assert_usage_error "-p: '65536' is out of range 1..65535"
+  run --separate-stderr "$PROBE" --timeout 0
+  assert_usage_error "--timeout: '0' is out of range 1..86400"
+  run --separate-stderr "$PROBE" -n 101
+  assert_usage_error "-n: '101' is out of range -100..100"
+}
+
+@test "an option without its argument is named, short or long, exit 2" {
+  run --separate-stderr "$PROBE" -d
+  assert_usage_error "option -d needs an argument"
+  run --separate-stderr "$PROBE" --timeout
+  assert_usage_error "option --timeout needs an argument"
+  run --separate-stderr "$PROBE" -v -n
+  assert_usage_error "option -n needs an argument"
+}
+
+@test "an unknown option is named as it was written, exit 2" {
+  run --separate-stderr "$PROBE" -x
+  assert_usage_error "unknown option '-x'"
+  run --separate-stderr "$PROBE" --bogus=1
+  assert_usage_error "unknown option '--bogus'"
+  run --separate-stderr "$PROBE" --help=yes
+  assert_usage_error "unknown option '--help'"
+}
+
+# ---- GID formatting (common/device.hpp)
+
+@test "GIDs are written as IPv6 addresses and IPv4-mapped ones are recognised" {
+  run build/tests/gid_format
+  assert_success
+  assert_line "ok - gid_to_string writes ::ffff:192.0.2.1 (got ::ffff:192.0.2.1)"
+  assert_line "ok - gid_to_string writes fe80::5054:ff:fe12:3456 (got fe80::5054:ff:fe12:3456)"
+  assert_line "ok - ::ffff:192.0.2.1 is IPv4-mapped"
+  assert_line "ok - a link-local GID is not IPv4-mapped"
+  assert_line "ok - 1::ffff:... is not IPv4-mapped (the first 80 bits must be zero)"
+  assert_line "ok - the zero GID is not IPv4-mapped"
+  assert_line "ok - gid_type_str(IBV_GID_TYPE_ROCE_V2) is RoCE v2"
+  refute_line --partial "not ok"
+  assert_line "gid_format: 24 checks, 0 failed"
+}
+
+# ---- the exchange's wire form (common/exchange.hpp)
+
+@test "a PeerInfo survives encode and decode, big-endian with all 64 address bits" {
+  run build/tests/exchange_codec
+  assert_success
+  assert_line "ok - round trip keeps MTU, the 64-bit address, length and rkey"
+  assert_line "ok - the address is all 64 bits, big-endian, at offset 38"
+  assert_line "ok - the wire form is 54 bytes"
+  refute_line --partial "not ok"
+  assert_line "exchange_codec: 27 checks, 0 failed"
+}
+
+@test "decode refuses malformed and truncated messages and says why" {
+  run build/tests/exchange_codec
+  assert_success
+  assert_line 'ok - rejects a wrong magic: "not a workbook peer (bad magic)"'
+  assert_line 'ok - rejects another protocol version: "protocol version 2, expected 1"'
+  assert_line 'ok - rejects a message one byte short: "expected 54 bytes, got 53"'
+  assert_line 'ok - rejects QPN 0: "QP number 0 is not a 24-bit QP number"'
+  assert_line 'ok - rejects a QPN of 25 bits: "QP number 16777216 is not a 24-bit QP number"'
+  assert_line 'ok - rejects a PSN of 25 bits: "PSN 16777216 does not fit in 24 bits"'
+  assert_line 'ok - rejects MTU enum 0: "path MTU enum 0 is not 1..5"'
+  assert_line 'ok - rejects MTU enum 6: "path MTU enum 6 is not 1..5"'
+  assert_line 'ok - rejects an address + length past 2^64: "buffer address + length wraps around"'
+  assert_line 'ok - rejects a length without an address: "a buffer length or rkey without an address"'
+}
+
+# ---- the exchange over TCP on loopback
+
+@test "two sides trade their PeerInfo and a DONE token over TCP" {
+  run --separate-stderr build/tests/exchange_tcp ok
+  assert_success
+  assert_line "server got: qpn 0x11 rkey 0xabcd"
+  assert_line "peer: lesson 4 qpn 0x22 psn 0x123456 mtu 3 addr 0x7f0000001000 length 4096 rkey 0xabcd"
+  assert_line "result: exchange ok"
+}
+
+@test "a client started before its server retries until the server listens" {
+  run --separate-stderr build/tests/exchange_tcp late-server
+  assert_success
+  assert_line "connected after retrying for more than 0.5 s"
+  assert_line "result: exchange ok"
+}
+
+@test "a client with nobody to connect to gives up after --timeout and says what to check" {
+  run --separate-stderr build/tests/exchange_tcp refused
+  assert_failure 1
+  refute_output --partial "result:"
+  [[ "${stderr_lines[0]}" =~ ^"exchange_tcp: could not connect to 127.0.0.1:"[0-9]+" within 1 s ("[0-9]+" attempts, last: ECONNREFUSED (Connection refused))"$ ]]
+  [[ "$stderr" == *"check: is the server running there with the same -p?"* ]]
+}
+
+@test "a server nobody connects to gives up after its timeout" {
+  run --separate-stderr build/tests/exchange_tcp no-client
+  assert_failure 1
+  [[ "$stderr" =~ "no client connected to TCP port "[0-9]+" within 1 s" ]]
+}
+
+@test "a peer that closes without a word is reported, not waited for" {
+  # The peer's close can arrive as a FIN or, with our message unread, as a
+  # reset: both must read as "closed", so try it a few times.
+  for i in 1 2 3 4 5; do
+    run --separate-stderr build/tests/exchange_tcp early-close
+    [[ "$stderr" == *"closed the connection before sending its QP information"* ]]
+  done
+  assert_failure 1
+  [[ "$stderr" =~ "exchange_tcp: the peer 127.0.0.1:"[0-9]+" closed the connection before sending its QP information" ]]
+}
+
+@test "a peer that sends half a message and closes is reported" {
+  run --separate-stderr build/tests/exchange_tcp truncated
+  assert_failure 1
+  [[ "$stderr" == *"closed the connection before sending its QP information"* ]]
+}
+
+@test "a silent peer is given up on after the timeout" {
+  SECONDS=0
+  run --separate-stderr build/tests/exchange_tcp silent
+  assert_failure 1
+  [[ "$stderr" =~ "the peer 127.0.0.1:"[0-9]+" sent nothing for 1 s" ]]
+  [ "$SECONDS" -lt 5 ]   # the peer would hold on for 10 s
+}
+
+@test "a peer that sends garbage is refused as malformed" {
+  run --separate-stderr build/tests/exchange_tcp garbage
+  assert_failure 1
+  [[ "$stderr" == *"sent a malformed exchange message: not a workbook peer (bad magic)"* ]]
+}
+
+@test "a peer running another lesson is refused, naming both lessons" {
+  run --separate-stderr build/tests/exchange_tcp mismatch
+  assert_failure 1
+  [[ "$stderr" == *"runs lesson 5, this is lesson 4"* ]]
+  [[ "$stderr" == *"check: run the same lesson on both sides"* ]]
+}
+
+@test "a wrong control token is shown as it arrived" {
+  run --separate-stderr build/tests/exchange_tcp wrong-token
+  assert_failure 1
+  assert_line "peer: lesson 4 qpn 0x22 psn 0x123456 mtu 3 addr 0x7f0000001000 length 4096 rkey 0xabcd"
+  [[ "$stderr" == *"sent 'NOPE' where DONE was expected"* ]]
+}

@@ -1,0 +1,47 @@
+// options_probe - run wb::parse_options on its own command line and print what
+// it parsed, one "field=value" line each, so tests/common_unit.bats can check
+// defaults, every option, and the one-line errors (exit 2) for misuse.
+//
+//   build/tests/options_probe [options] [args...]
+//   PROBE_NO_NETWORK=1 build/tests/options_probe ...   as a lesson without a peer
+//
+// It has two options of its own, as a lesson would: -n/--count N (a number
+// that may be negative, parsed with parse_range) and -v/--verbose (a flag).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "options.hpp"
+
+int main(int argc, char** argv) {
+    const char* no_network = std::getenv("PROBE_NO_NETWORK");
+    std::string count, verbose;
+    const wb::ExtraOption extra[] = {
+        {'n', "count", "N", "a count, -100..100 (default: 1)", &count},
+        {'v', "verbose", nullptr, "say more (default: off)", &verbose},
+    };
+    wb::Usage usage{
+        .synopsis = "[options] [HOST] [-- NUMBERS...]",
+        .summary = "print what the shared option parser made of the command line",
+        .network = !(no_network && std::string(no_network) == "1"),
+    };
+    wb::Options opt = wb::parse_options(argc, argv, usage, extra);
+
+    std::printf("device=%s\n", opt.device.c_str());
+    std::printf("ib_port=%d\n", opt.ib_port);
+    std::printf("gid_index=%d\n", opt.gid_index);
+    std::printf("tcp_port=%u\n", opt.tcp_port);
+    std::printf("timeout_s=%d\n", opt.timeout_s);
+    std::printf("timeout_given=%d\n", opt.timeout_given ? 1 : 0);
+    std::printf("accept_timeout_s=%d\n", opt.accept_timeout_s());
+    if (!count.empty())
+        std::printf("count=%lld\n", static_cast<long long>(wb::parse_range(count, "-n", -100, 100)));
+    std::printf("verbose=%s\n", verbose.c_str());
+    std::string args;
+    for (const std::string& a : opt.args) args += "[" + a + "]";
+    std::printf("args=%s\n", args.c_str());
+    // Positional numbers, as a lesson would parse them (they may be negative).
+    for (size_t i = 1; i < opt.args.size(); ++i)
+        std::printf("number=%lld\n", static_cast<long long>(wb::parse_i64(opt.args[i], "NUMBER")));
+    return 0;
+}
