@@ -2,6 +2,10 @@
 // field by field in lessons/03_qp_state_machine/lesson3.cpp.
 #include "connect.hpp"
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -131,20 +135,57 @@ void check_wc(const ibv_wc& wc, const char* what) {
          hint);
 }
 
-ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+namespace {
+
+// True when the peer has closed (or reset) the connection. Data that is
+// waiting is only peeked at, never consumed.
+bool peer_closed(const Connection& c) {
+    pollfd p{.fd = c.fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return true;
+    char byte;
+    ssize_t n = ::recv(c.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+ibv_wc poll_one_until(ibv_cq* cq, int timeout_s, const char* waiting_for, const Connection* peer) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+    auto next_look = Clock::now();  // when to look at the peer's connection next
     ibv_wc wc{};
     for (;;) {
         int n = ibv_poll_cq(cq, 1, &wc);
         if (n < 0) fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
         if (n == 1) break;
-        if (std::chrono::steady_clock::now() >= deadline)
+        const auto now = Clock::now();
+        if (now >= deadline)
             fail(std::string("no completion for ") + waiting_for + " within " + std::to_string(timeout_s) + " s",
                  "is the peer still running? raise --timeout if the machine is slow");
+        if (peer && now >= next_look) {
+            next_look = now + std::chrono::milliseconds(10);  // a syscall every 10 ms, not every spin
+            if (peer_closed(*peer)) {
+                // A completion may have raced the close: give the CQ a last look.
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                n = ibv_poll_cq(cq, 1, &wc);
+                if (n == 1) break;
+                fail("the peer " + peer->peer() + " closed the connection while we waited for " + waiting_for,
+                     "see the peer's output: it exited, failed, or refused to go on");
+            }
+        }
         std::this_thread::yield();  // let the peer run on a busy machine
     }
     check_wc(wc, waiting_for);
     return wc;
+}
+
+}  // namespace
+
+ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for) {
+    return poll_one_until(cq, timeout_s, waiting_for, nullptr);
+}
+
+ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for, const Connection& peer) {
+    return poll_one_until(cq, timeout_s, waiting_for, &peer);
 }
 
 }  // namespace wb

@@ -43,6 +43,13 @@ ibv_qp_state query_state(ibv_qp* qp);
 // completion failed (with ibv_wc_status_str and what to check).
 ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for);
 
+// The same, while also watching the peer's TCP side channel: when the peer
+// closes it (it exited, failed, or refused to go on), exit 1 at once saying so,
+// instead of waiting out the timeout. A completion that raced the close still
+// counts: the CQ gets a last look before we give up. Data waiting on the
+// connection is left there for the caller.
+ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for, const Connection& peer);
+
 // Exit 1 unless wc.status is IBV_WC_SUCCESS; the message names `what`, the
 // status string, the vendor syndrome and the usual causes of that status.
 void check_wc(const ibv_wc& wc, const char* what);
