@@ -126,6 +126,14 @@ void check_wc(const ibv_wc& wc, const char* what) {
         break;
     case IBV_WC_LOC_PROT_ERR: hint = "a local SGE is outside its MR or uses the wrong lkey"; break;
     case IBV_WC_LOC_LEN_ERR: hint = "the incoming message is larger than the posted receive buffer"; break;
+    case IBV_WC_LOC_QP_OP_ERR:
+        hint = "our QP could not carry out the request; Soft-RoCE (rxe) reports an incoming SEND larger "
+               "than the posted receive buffer this way";
+        break;
+    case IBV_WC_REM_OP_ERR:
+        hint = "the peer's NIC could not complete our request, e.g. a SEND larger than the receive buffer "
+               "the peer posted: see the peer's output";
+        break;
     case IBV_WC_REM_INV_REQ_ERR: hint = "the peer's QP does not allow this operation (qp_access_flags)"; break;
     case IBV_WC_WR_FLUSH_ERR: hint = "the QP was already in the error state: the first failure is the cause"; break;
     default: break;
