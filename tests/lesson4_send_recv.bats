@@ -1,0 +1,172 @@
+# runs-on: rxe
+# Lesson 4: SEND/RECV, the sum demo. Server and client run for real on an RDMA
+# device (Soft-RoCE in the lab); fake peers play the misbehaving side.
+bats_require_minimum_version 1.5.0
+
+setup() { load helpers/lesson; lesson_setup; }
+teardown() { lesson_teardown; }
+
+# A fake client: connect to the server's TCP port and send the bytes of $1
+# (printf format), then hang up.
+fake_client_sends() {
+  exec 5<>"/dev/tcp/127.0.0.1/$PORT"
+  printf "$1" >&5
+  exec 5>&-
+}
+
+@test "the client prints the sum the server sent back, and so does the server" {
+  start_server ./lesson4 -p "$PORT" --timeout 20
+  run ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 2 3
+  assert_success
+  assert_line "result: 2 + 3 = 5"
+  assert_line --partial "client: completion IBV_WC_RECV, 16 bytes"
+  wait_server 20
+  [ "$SERVER_STATUS" -eq 0 ]
+  run cat "$SERVER_OUT"
+  assert_line "server: completion IBV_WC_RECV, 16 bytes"
+  assert_line "result: 2 + 3 = 5"
+}
+
+@test "both sides post their receive before the exchange" {
+  start_server ./lesson4 -p "$PORT" --timeout 20
+  run ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 40 2
+  assert_success
+  assert_line "result: 40 + 2 = 42"
+  # The narration order is the lesson: receive first, exchange second.
+  [[ "$output" == *"client: posted a 16-byte receive before the exchange"*"client: peer "* ]]
+  wait_server 20
+  run cat "$SERVER_OUT"
+  [[ "$output" == *"server: posted a 64-byte receive before the exchange"*"server: waiting for a client"* ]]
+}
+
+@test "negative numbers after -- are added, down to the smallest int64" {
+  start_server ./lesson4 -p "$PORT" --timeout 20
+  run ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 -- -9223372036854775807 -1
+  assert_success
+  assert_line "result: -9223372036854775807 + -1 = -9223372036854775808"
+  wait_server 20
+  [ "$SERVER_STATUS" -eq 0 ]
+}
+
+@test "a sum that overflows int64 is an error on both sides, never a wrapped number" {
+  start_server ./lesson4 -p "$PORT" --timeout 20
+  run -1 ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 9223372036854775807 1
+  assert_line "result: error: 9223372036854775807 + 1 overflows a signed 64-bit integer"
+  refute_output --partial "-9223372036854775808"
+  wait_server 20
+  [ "$SERVER_STATUS" -eq 1 ]
+  run cat "$SERVER_OUT"
+  assert_line "result: error: 9223372036854775807 + 1 overflows a signed 64-bit integer"
+  refute_output --partial "-9223372036854775808"
+}
+
+@test "a request of the wrong length is refused by the server, which tells the client why" {
+  start_server ./lesson4 -p "$PORT" --timeout 20
+  run -1 ./lesson4 -p "$PORT" --timeout 20 -B 24 127.0.0.1 1 2
+  assert_line "result: error: the server refused the request: it was 24 bytes, not 16"
+  wait_server 20
+  [ "$SERVER_STATUS" -eq 1 ]
+  run cat "$SERVER_OUT"
+  assert_line "server: completion IBV_WC_RECV, 24 bytes"
+  assert_line "result: error: the request was 24 bytes, a sum request is exactly 16"
+  refute_output --partial "server: request "  # the numbers in it were never read
+}
+
+@test "a SEND larger than the server's whole receive buffer fails in the NICs of both sides" {
+  start_server ./lesson4 -p "$PORT" --timeout 20
+  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 20 -B 100 127.0.0.1 1 2
+  refute_line --partial "result: "
+  [[ "$stderr" == *"the SEND of the request completed with status"* ]]
+  wait_server 20
+  [ "$SERVER_STATUS" -eq 1 ]
+  run cat "$SERVER_ERR"
+  assert_line --partial "the client's request (RECV) completed with status"
+}
+
+@test "a client whose server is not there gives up within its timeout, naming host and port" {
+  local start=$SECONDS
+  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 2 127.0.0.1 1 2
+  [ $((SECONDS - start)) -le 6 ]
+  [[ "$stderr" == *"could not connect to 127.0.0.1:$PORT within 2 s"* ]]
+}
+
+@test "a server given --timeout and no client gives up" {
+  start_server ./lesson4 -p "$PORT" --timeout 2
+  wait_server 10
+  [ "$SERVER_STATUS" -eq 1 ]
+  run cat "$SERVER_ERR"
+  assert_line --partial "no client connected to TCP port $PORT within 2 s"
+}
+
+@test "a server whose client sends garbage instead of its QP information exits with a clear error" {
+  start_server ./lesson4 -p "$PORT" --timeout 10
+  wait_for_server_line "waiting for a client" 10
+  fake_client_sends 'GET / HTTP/1.0\r\n\r\n'
+  wait_server 10
+  [ "$SERVER_STATUS" -eq 1 ]
+  run cat "$SERVER_ERR"
+  assert_line --partial "closed the connection before sending its QP information"
+}
+
+@test "a server whose client sends 54 bytes of garbage rejects them as not a workbook peer" {
+  start_server ./lesson4 -p "$PORT" --timeout 10
+  wait_for_server_line "waiting for a client" 10
+  fake_client_sends "$(printf 'X%.0s' {1..54})"
+  wait_server 10
+  [ "$SERVER_STATUS" -eq 1 ]
+  run cat "$SERVER_ERR"
+  assert_line --partial "sent a malformed exchange message: not a workbook peer (bad magic)"
+}
+
+@test "a server whose client connects and says nothing gives up after --timeout" {
+  start_server ./lesson4 -p "$PORT" --timeout 2
+  wait_for_server_line "waiting for a client" 10
+  exec 5<>"/dev/tcp/127.0.0.1/$PORT"
+  wait_server 10
+  exec 5>&-
+  [ "$SERVER_STATUS" -eq 1 ]
+  run cat "$SERVER_ERR"
+  assert_line --partial "sent nothing for 2 s"
+}
+
+@test "a client whose server answers with garbage exits with a clear error" {
+  # A fake server: accept one connection, send 54 bytes that are not a PeerInfo.
+  python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); s.settimeout(15)
+c, _ = s.accept(); c.sendall(b"\xff" * 54); c.recv(100)
+' "$PORT" 3>&- &
+  local fake=$!
+  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
+  kill "$fake" 2>/dev/null; wait "$fake" 2>/dev/null || true
+  [[ "$stderr" == *"127.0.0.1:$PORT sent a malformed exchange message: not a workbook peer (bad magic)"* ]]
+}
+
+@test "a number that is not a number is a one-line usage error" {
+  run -2 --separate-stderr ./lesson4 127.0.0.1 two 3
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  assert_equal "$stderr" "lesson4: A: 'two' is not a whole number (see lesson4 -h)"
+  [ -z "$output" ]
+}
+
+@test "a client without both numbers is a one-line usage error" {
+  run -2 --separate-stderr ./lesson4 127.0.0.1 5
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  assert_equal "$stderr" "lesson4: a client needs HOST A B, got 2 arguments (see lesson4 -h)"
+}
+
+@test "a negative number before -- is a one-line usage error that says to use --" {
+  run -2 --separate-stderr ./lesson4 127.0.0.1 -3 5
+  [ "${#stderr_lines[@]}" -eq 1 ]
+  [[ "$stderr" == *"put negative numbers after --"* ]]
+}
+
+@test "-h prints the usage with its defaults and exits 0" {
+  run -0 ./lesson4 -h
+  assert_line --partial "lesson4 [options] HOST A B"
+  assert_output --partial "(default: 18515)"
+  assert_output --partial "(default: 30;"
+  assert_output --partial "--send-bytes=N"
+}
