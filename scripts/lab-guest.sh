@@ -23,6 +23,12 @@ export PATH=/bin:/sbin
 
 say() { echo "lab-guest: $*"; }
 
+# A timestamped line on the console, for docs/lab.md's boot-time table.
+mark() {
+    read -r up _ </proc/uptime
+    echo "lab-guest: ${up} s: $*"
+}
+
 # Report a setup failure to lab.sh and power off.
 die() {
     echo "LAB_SETUP_FAILED: $*"
@@ -44,6 +50,8 @@ for word in $(cat /proc/cmdline); do
 done
 . "/lab/$role.conf" || die "cannot read /lab/$role.conf"
 # From $role.conf: MODE (run|shell|pair), CHECKOUT, NETDEV, ADDR, PEER_ROLE.
+
+mark "initramfs done, per-run share mounted"
 
 # 1. The host's root, read-only, cached (it does not change under us).
 ninep="trans=virtio,version=9p2000.L,msize=262144"
@@ -73,6 +81,8 @@ mkdir -p "/newroot$CHECKOUT" 2>/dev/null
 mount -t 9p -o "$ninep,ro,cache=loose" checkout "/newroot$CHECKOUT" ||
     die "cannot mount the checkout at $CHECKOUT"
 
+mark "host root and checkout mounted"
+
 # 2. /lib/modules: the host has none (or another kernel's). Put a tmpfs
 # overlay on /usr/lib and bind the initramfs's module tree (the modules the
 # lab needs, with their modules.dep) into it, so that `modprobe rdma_rxe` in
@@ -91,11 +101,14 @@ if modprobe overlay; then
         say "no /lib/modules in the chroot: modprobe will not work there"
 fi
 
+mark "/lib/modules in place"
+
 # 3. Network and RDMA. crc32_generic first: rdma_rxe asks for crc32 through
 # the kernel, which cannot always find modprobe. The rdma_cm stack is loaded
 # for the lessons that use librdmacm; rdma_rxe itself is left to
 # setup_rxe.sh's modprobe.
 modprobe -a crc32_generic ib_core ib_uverbs rdma_ucm || die "cannot load the RDMA modules"
+mark "RDMA modules loaded"
 ip link set lo up
 if [ "$NETDEV" = dummy0 ]; then
     # numdummies=0: no automatic dummy0, we create ours explicitly.
@@ -121,6 +134,7 @@ $chroot_env chroot /newroot /bin/sh -c '
     modprobe rdma_rxe && rdma link add rxe0 type rxe netdev "$2"
 ' sh "$CHECKOUT" "$NETDEV" || die "rxe setup on $NETDEV failed"
 
+mark "setup_rxe.sh done"
 state=/sys/class/infiniband/rxe0/ports/1/state
 tries=0
 until grep -q ACTIVE "$state" 2>/dev/null; do
@@ -128,6 +142,8 @@ until grep -q ACTIVE "$state" 2>/dev/null; do
     [ "$tries" -le 100 ] || die "rxe0 did not become PORT_ACTIVE in 10 s"
     sleep 0.1
 done
+
+mark "rxe0 ACTIVE"
 
 # 4. In pair mode, b starts its command only once a has started its own.
 if [ "$MODE" = pair ]; then
@@ -159,6 +175,8 @@ else
     stty -F /dev/ttyS1 raw
     stty -F /dev/ttyS2 raw
 fi
+
+mark "command done"
 
 # 5. lab.sh reads this line from the console log.
 echo
