@@ -173,10 +173,10 @@ int main(int argc, char** argv) {
     const int atomic_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
     wb::MemoryRegion atomic_mr{CHECK_PTR(ibv_reg_mr(pd.get(), counter, sizeof(uint64_t), atomic_access))};
     print_mr("atomic target", atomic_mr.get(), atomic_access);
-    std::printf("  every MR has an rkey, but a peer can only use it for what the access flags allow:\n"
-                "  a WRITE to the read source fails at the peer with IBV_WC_REM_ACCESS_ERR. An rkey is\n"
-                "  a key to your memory: send it only to the peer that needs it, only with the rights\n"
-                "  it needs, and deregister the MR to take the key back.\n");
+    std::printf("  a peer can use an rkey only for what the MR's flags allow (an MR without remote\n"
+                "  access may show rkey 0): a WRITE to the read source fails at the peer with\n"
+                "  IBV_WC_REM_ACCESS_ERR. An rkey is a key to your memory: send it only to the peer\n"
+                "  that needs it, with only the rights it needs; deregister the MR to take it back.\n");
     std::printf("  pinned by this process now: VmPin %s (/proc/self/status)\n", pinned_now().c_str());
 
     // 5. The rules, by trying them. These calls must fail; we check that they do.
