@@ -30,8 +30,10 @@ setup() {
 	SETUP_RXE="$BATS_TEST_DIRNAME/../scripts/setup_rxe.sh"
 }
 
-# Put the lab's scene back: no dummy1, and exactly rxe0 on dummy0, ACTIVE.
+# Put the lab's scene back: no dummy1, and exactly rxe0 on dummy0, ACTIVE,
+# dummy0's MTU 1500.
 teardown() {
+	ip link set dummy0 mtu 1500
 	if [[ -e /sys/class/net/dummy1 ]]; then
 		ip link del dummy1 # rxe removes a device whose netdev goes away
 	fi
@@ -93,6 +95,19 @@ value() {
 	assert_line "active_mtu: 1024"
 	run -0 ibv_devinfo -d rxe0
 	assert_line --regexp 'active_mtu:[[:space:]]+1024 \(3\)'
+}
+
+@test "without ibv_devinfo, active_mtu follows the kernel's rule (netdev MTU - 80, rounded down)" {
+	# An ibv_devinfo that fails, first on PATH, forces the script's own rule.
+	mkdir "$BATS_TEST_TMPDIR/bin"
+	printf '#!/bin/sh\nexit 1\n' >"$BATS_TEST_TMPDIR/bin/ibv_devinfo"
+	chmod +x "$BATS_TEST_TMPDIR/bin/ibv_devinfo"
+	for mtu in 1103 1104 2128 4175 4176 600 500; do
+		ip link set dummy0 mtu "$mtu"
+		kernel=$(ibv_devinfo -d rxe0 | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p')
+		run -0 env PATH="$BATS_TEST_TMPDIR/bin:$PATH" "$SETUP_RXE" status
+		assert_line "rxe0: netdev dummy0, port 1 ACTIVE, active_mtu $kernel"
+	done
 }
 
 @test "up reports no missing provider: ibv_devices lists rxe0" {
