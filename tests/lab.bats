@@ -1,0 +1,131 @@
+#!/usr/bin/env bats
+# tests/lab.bats: the Soft-RoCE lab (scripts/lab.sh), run on the host.
+#
+# Each guest boot costs seconds, so setup_file boots ONE guest, from a copy
+# of this checkout under /tmp (which the guest hides behind its own tmpfs),
+# with one probe command that reports everything the tests below look at.
+# The timeout test and the pair test boot their own.
+#
+#   bats tests/lab.bats
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+    local top
+    top=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    # A checkout under /tmp, as a fresh CI clone would be.
+    export CLONE="$BATS_FILE_TMPDIR/checkout"
+    cp -a "$top" "$CLONE"
+
+    # The probe: one boot, many facts. Run from a subfolder of the checkout.
+    # shellcheck disable=SC2016 # expanded in the guest
+    (
+        cd "$CLONE/scripts" &&
+            LAB_ENV="LAB_TEST_VAR" LAB_TEST_VAR="passed through" \
+                "$CLONE/scripts/lab.sh" run --timeout 300 -- bash -c '
+                    ibv_devinfo -d rxe0
+                    echo "pwd: $(pwd)"
+                    echo "LAB: $LAB"
+                    echo "HOME: $HOME on $(stat -f -c %T "$HOME")"
+                    echo "LAB_TEST_VAR: $LAB_TEST_VAR"
+                    [ -x "$0/scripts/lab.sh" ] && echo "checkout visible at $0"
+                    printf "arg: [%s]\n" "$@"
+                    echo "this goes to stderr" >&2
+                    exit 7' "$CLONE" "two words" "it's \"quoted\"" '$HOME *'
+    ) >"$BATS_FILE_TMPDIR/stdout" 2>"$BATS_FILE_TMPDIR/stderr" &&
+        echo 0 >"$BATS_FILE_TMPDIR/status" ||
+        echo $? >"$BATS_FILE_TMPDIR/status"
+}
+
+setup() {
+    bats_load_library bats-support
+    bats_load_library bats-assert
+    bats_load_library bats-file
+}
+
+# The probe's stdout as $output.
+probe_stdout() {
+    run cat "$BATS_FILE_TMPDIR/stdout"
+}
+
+@test "a command in the lab sees rxe0 with its port ACTIVE" {
+    probe_stdout
+    assert_output --partial "hca_id:	rxe0"
+    assert_output --partial "PORT_ACTIVE"
+}
+
+@test "the command's exit status becomes lab.sh's exit status" {
+    run cat "$BATS_FILE_TMPDIR/status"
+    assert_output 7
+}
+
+@test "arguments with spaces, quotes and shell characters arrive unchanged" {
+    probe_stdout
+    assert_line "arg: [two words]"
+    assert_line "arg: [it's \"quoted\"]"
+    assert_line 'arg: [$HOME *]'
+}
+
+@test "the command's stdout and stderr reach the host's stdout and stderr" {
+    probe_stdout
+    assert_line "LAB: 1"
+    refute_output --partial "this goes to stderr"
+    run cat "$BATS_FILE_TMPDIR/stderr"
+    assert_line "this goes to stderr"
+}
+
+@test "a checkout under /tmp is visible in the guest at the same path" {
+    probe_stdout
+    assert_line "checkout visible at $CLONE"
+}
+
+@test "the command runs in the host's current folder inside the checkout" {
+    probe_stdout
+    assert_line "pwd: $CLONE/scripts"
+}
+
+@test "the guest says it is the lab: LAB=1 and HOME on a tmpfs" {
+    probe_stdout
+    assert_line "LAB: 1"
+    assert_line "HOME: /tmp/home on tmpfs"
+}
+
+@test "variables named in LAB_ENV are passed into the guest" {
+    probe_stdout
+    assert_line "LAB_TEST_VAR: passed through"
+}
+
+@test "an unknown command prints one line of usage error and exits 2" {
+    run -2 "$CLONE/scripts/lab.sh" frobnicate
+    assert_equal "${#lines[@]}" 1
+    assert_output --partial "unknown command 'frobnicate'"
+}
+
+@test "run without a command after -- is misuse and exits 2" {
+    run -2 "$CLONE/scripts/lab.sh" run --
+    assert_equal "${#lines[@]}" 1
+    assert_output --partial "no command"
+}
+
+@test "a guest that outlives --timeout is killed and lab.sh exits 124" {
+    run -124 "$CLONE/scripts/lab.sh" run --timeout 2 -- sleep 600
+    assert_output --partial "timed out after 2 s"
+}
+
+@test "pair joins two guests by a cable: rping crosses it and the pcap holds RoCE" {
+    local pcap="$BATS_TEST_TMPDIR/wire.pcap"
+    # b retries until a's server listens (b starts once a has started).
+    run "$CLONE/scripts/lab.sh" pair --pcap "$pcap" --timeout 300 \
+        --a 'rping -s -a 192.0.2.1 -C 3 -v' \
+        --b 'for try in $(seq 20); do rping -c -a $LAB_PEER_ADDR -C 3 -v && exit 0; sleep 0.5; done; exit 1'
+    assert_success
+    assert_line --partial "[a] server ping data: rdma-ping-2"
+    assert_line --partial "[b] ping data: rdma-ping-2"
+    assert_output --partial "lab.sh: a exited 0, b exited 0"
+    assert_file_not_empty "$pcap"
+    # RoCE v2 is UDP port 4791; tshark decodes it as InfiniBand.
+    run tshark -r "$pcap" -Y 'udp.dstport == 4791 && infiniband' -T fields -e infiniband.bth.opcode
+    assert_success
+    assert_line 4   # RC SEND Only: the ping data
+    assert_line 17  # RC Acknowledge
+}
