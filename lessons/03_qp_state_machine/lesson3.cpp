@@ -298,10 +298,13 @@ int main(int argc, char** argv) {
         if (n < 0) wb::fail("ibv_poll_cq(cq, 2, wc) failed (returned " + std::to_string(n) + ")");
         for (int i = 0; i < n; ++i) {
             wb::check_wc(wc[i], wc[i].wr_id == 1 ? "the SEND on QP A" : "the RECV on QP B");  // status first
-            std::printf("  completion: %s on qp_num 0x%x, wr_id %llu, status %s, byte_len %u\n",
-                        wb::wc_opcode_str(wc[i].opcode), wc[i].qp_num, static_cast<unsigned long long>(wc[i].wr_id),
-                        ibv_wc_status_str(wc[i].status), wc[i].byte_len);
-            if (wc[i].opcode == IBV_WC_RECV) received = wc[i].byte_len;  // only valid for receives
+            std::printf("  completion: %s on qp_num 0x%x, wr_id %llu, status %s", wb::wc_opcode_str(wc[i].opcode),
+                        wc[i].qp_num, static_cast<unsigned long long>(wc[i].wr_id), ibv_wc_status_str(wc[i].status));
+            if (wc[i].opcode == IBV_WC_RECV) {  // byte_len is meaningful for receives only
+                received = wc[i].byte_len;
+                std::printf(", byte_len %u", received);
+            }
+            std::printf("\n");
             ++completions;
         }
         if (n == 0 && std::chrono::steady_clock::now() >= deadline)
