@@ -3,7 +3,8 @@
 // The server checks that its device can do atomics (ibv_query_device,
 // atomic_cap), registers two 8-byte words with IBV_ACCESS_REMOTE_ATOMIC (a
 // counter and a lock word) and gives each of CLIENTS clients its own QP to
-// them. Every client adds 1 to the counter N times with
+// them. Once all are connected it sends each client GO, so that their atomics
+// run at the same time. Every client adds 1 to the counter N times with
 // IBV_WR_ATOMIC_FETCH_AND_ADD, printing the value it found there each time,
 // then takes a lock with IBV_WR_ATOMIC_CMP_AND_SWP (0 -> its id) and releases
 // it (its id -> 0). The server's NIC executes every atomic; its CPU only waits
@@ -14,7 +15,8 @@
 // Run it on one host (rxe's loopback carries the RDMA):
 //     ./lesson7 -c 2                  server: waits for 2 clients
 //     ./lesson7 127.0.0.1 -n 5        client 1 (another terminal)
-//     ./lesson7 127.0.0.1 -n 5        client 2 (a third terminal, at the same time)
+//     ./lesson7 127.0.0.1 -n 5        client 2 (a third terminal, within --timeout
+//                                     of client 1, which waits for the server's GO)
 // On two hosts: ./lesson7 on host A, ./lesson7 A on host B (and C...). Every
 // side takes -d DEV -i PORT -g GID_INDEX -p TCP_PORT --timeout SECS (./lesson7 -h).
 //
@@ -192,8 +194,6 @@ int main(int argc, char** argv) {
 
         // 4. One QP per client: an RC QP connects exactly two endpoints. All
         //    QPs share the PD (so the one MR serves them all) and the CQ.
-        //    A client starts its atomics as soon as its QP is ready, while we
-        //    are still accepting the next one: the atomics need no CPU here.
         wb::Listener listener(opt.tcp_port);
         std::vector<wb::QueuePair> qps;       // destroyed before cq, mr and pd (declared after them)
         std::vector<wb::Connection> conns;
@@ -218,8 +218,12 @@ int main(int argc, char** argv) {
                         conns.back().peer().c_str(), qp->qp_num, peer.qp_num);
         }
 
-        // 5. Wait for every client's DONE. A client that finishes early just
-        //    leaves its DONE in the socket until we get to it.
+        // 5. Start them all at once, so that their atomics really do run at the
+        //    same time, and wait for every client's DONE. A client that
+        //    finishes early just leaves its DONE in the socket until we get to it.
+        std::printf("server: all %d clients connected; sending GO: their atomics run now, "
+                    "executed by this NIC with no help from this CPU\n", clients);
+        for (wb::Connection& c : conns) wb::send_token(c, "GO!!");
         for (int i = 1; i <= clients; ++i) {
             wb::expect_token(conns[i - 1], "DONE", opt.timeout_s);
             std::printf("server: client %d is done\n", i);
@@ -271,6 +275,9 @@ int main(int argc, char** argv) {
     wb::qp_to_init(qp.get(), addr, 0);
     wb::qp_to_rtr(qp.get(), addr, peer, kAtomicsInFlight);
     wb::qp_to_rts(qp.get(), psn, kAtomicsInFlight);
+    // The server starts every client at the same moment, once all are connected.
+    std::printf("client: waiting for the server's GO (it starts all its clients together)\n");
+    wb::expect_token(conn, "GO!!", opt.timeout_s);
 
     // 6. N FETCH_AND_ADDs of 1. Each returns the counter as it was just
     //    before OUR add; no other client can ever see the same value, because

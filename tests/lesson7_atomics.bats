@@ -1,0 +1,205 @@
+#!/usr/bin/env bats
+# runs-on: rxe
+#
+# Lesson 7: clients FETCH_AND_ADD a counter in the server's memory and take a
+# COMPARE_AND_SWAP lock; the server prints the total. Server and clients run
+# for real on the RDMA device (Soft-RoCE in the lab).
+
+bats_require_minimum_version 1.5.0
+
+setup() { load helpers/lesson; lesson_setup; }
+teardown() {
+  for pid in ${CLIENT_PIDS:-}; do kill "$pid" 2>/dev/null; done
+  lesson_teardown
+}
+
+# A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.
+# The distribution's python3, -I -S: a version-manager shim costs seconds per start in the lab.
+start_fake_server() {
+  local py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
+  wait_for_server_line "fake peer listening" 10
+}
+
+# Assert that line $1 of the last `run --separate-stderr`'s stderr contains $2.
+assert_stderr_line() {
+  [[ "${stderr_lines[$1]:-}" == *"$2"* ]] ||
+    fail "stderr line $1 does not contain: $2"$'\n'"stderr was:"$'\n'"$stderr"
+}
+
+# Start a client in the background: start_client NAME ARGS...; output in $BATS_TEST_TMPDIR/NAME.out/.err
+start_client() {
+  local name=$1; shift
+  "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
+  CLIENT_PIDS="${CLIENT_PIDS:-} $!"
+}
+
+# Wait (bounded, $1 seconds) for every background client; fails if one is still running.
+wait_clients() {
+  local limit=$1 i pid
+  for ((i = 0; i < limit * 10; i++)); do
+    local running=0
+    for pid in $CLIENT_PIDS; do kill -0 "$pid" 2>/dev/null && running=1; done
+    [ "$running" -eq 0 ] && break
+    sleep 0.1
+  done
+  CLIENT_STATUS=()
+  for pid in $CLIENT_PIDS; do
+    if kill -0 "$pid" 2>/dev/null; then kill "$pid"; CLIENT_STATUS+=(124); else wait "$pid"; CLIENT_STATUS+=($?); fi
+  done
+  CLIENT_PIDS=
+}
+
+# The old values in a client's result line, one per line.
+old_values() {
+  sed -n 's/^result: fetch_and_add old values: \([0-9 ]*\);.*/\1/p' "$1" | tr ' ' '\n'
+}
+
+@test "one client's five adds see 0 to 4, it takes and releases the lock, and the counter ends at 5" {
+  start_server ./lesson7 -p "$PORT" --timeout 10
+  wait_for_server_line "waiting for client 1 of 1" 10
+  run --separate-stderr ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
+  assert_success
+  assert_line "result: fetch_and_add old values: 0 1 2 3 4; lock taken and released as id 1"
+  assert_line "client: compare_and_swap lock 0 -> 1: old value 0, lock taken (attempt 1)"
+  assert_line "client: compare_and_swap lock 1 -> 0: old value 1, lock released"
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "result: counter = 5"
+  assert_line "server: lock word = 0 (free)"
+  assert_line --partial "device: atomic_cap IBV_ATOMIC_"
+}
+
+@test "two concurrent clients lose no increment: the counter is 2*N and every old value is unique" {
+  start_server ./lesson7 -c 2 -p "$PORT" --timeout 15
+  wait_for_server_line "waiting for client 1 of 2" 10
+  start_client c1 ./lesson7 -p "$PORT" --timeout 15 127.0.0.1 -n 10
+  start_client c2 ./lesson7 -p "$PORT" --timeout 15 127.0.0.1 -n 10
+  wait_clients 30
+  assert_equal "${CLIENT_STATUS[*]}" "0 0"
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "result: counter = 20"
+  assert_line "server: lock word = 0 (free)"
+  # Each client saw 10 values; together exactly 0..19, none twice.
+  assert_equal "$(old_values "$BATS_TEST_TMPDIR/c1.out" | wc -l)" 10
+  assert_equal "$(old_values "$BATS_TEST_TMPDIR/c2.out" | wc -l)" 10
+  assert_equal "$(cat <(old_values "$BATS_TEST_TMPDIR/c1.out") <(old_values "$BATS_TEST_TMPDIR/c2.out") | sort -n | tr '\n' ' ')" \
+    "$(seq 0 19 | tr '\n' ' ')"
+  # Both took and released the lock, under different ids.
+  run cat "$BATS_TEST_TMPDIR/c1.out" "$BATS_TEST_TMPDIR/c2.out"
+  assert_equal "$(grep -c 'lock released$' <<<"$output")" 2
+  assert_equal "$(grep -o 'as id [0-9]*' <<<"$output" | sort -u | wc -l)" 2
+}
+
+@test "-n sets how many adds a client makes" {
+  start_server ./lesson7 -p "$PORT" --timeout 10
+  wait_for_server_line "waiting for client 1 of 1" 10
+  run --separate-stderr ./lesson7 -p "$PORT" --timeout 10 -n 2 127.0.0.1
+  assert_success
+  assert_line "result: fetch_and_add old values: 0 1; lock taken and released as id 1"
+  wait_server 15
+  run cat "$SERVER_OUT"
+  assert_line "result: counter = 2"
+}
+
+@test "a client waiting for GO gives up within its timeout when the server's other client never comes" {
+  start_server ./lesson7 -c 2 -p "$PORT" --timeout 4
+  wait_for_server_line "waiting for client 1 of 2" 10
+  SECONDS=0
+  run --separate-stderr ./lesson7 -p "$PORT" --timeout 2 127.0.0.1
+  assert_failure 1
+  [ "$SECONDS" -lt 10 ]
+  assert_line "client: waiting for the server's GO (it starts all its clients together)"
+  refute_line --partial "fetch_and_add #"
+  assert_equal "${stderr_lines[0]}" "lesson7: the peer 127.0.0.1:$PORT sent nothing for 2 s"
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 "lesson7: no client connected to TCP port $PORT within 4 s"
+}
+
+@test "a client refuses a fake server whose words are not 8-byte aligned" {
+  start_fake_server offer 7 0x7f0000001004 16
+  run --separate-stderr ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
+  assert_failure 1
+  assert_equal "${stderr_lines[0]}" "lesson7: the server's words are not 8-byte aligned; atomics need 8-byte alignment"
+  refute_output --partial "fetch_and_add #"
+}
+
+@test "a client refuses a fake server that offers fewer than the 16 bytes of counter and lock" {
+  start_fake_server offer 7 0x7f0000001000 8
+  run --separate-stderr ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
+  assert_failure 1
+  assert_equal "${stderr_lines[0]}" "lesson7: the server offers 8 bytes; the counter and lock word need 16"
+}
+
+@test "a client gives up within its timeout when no server is there" {
+  SECONDS=0
+  run --separate-stderr ./lesson7 -p "$PORT" --timeout 2 127.0.0.1
+  assert_failure 1
+  [ "$SECONDS" -lt 10 ]
+  assert_equal "${stderr_lines[0]%% within*}" "lesson7: could not connect to 127.0.0.1:$PORT"
+}
+
+@test "a client rejects a server that sends garbage" {
+  start_fake_server garbage
+  run --separate-stderr ./lesson7 -p "$PORT" --timeout 5 127.0.0.1
+  assert_failure 1
+  assert_stderr_line 0 "sent a malformed exchange message: not a workbook peer (bad magic)"
+}
+
+@test "a server rejects a client that sends garbage instead of its QP information" {
+  start_server ./lesson7 -p "$PORT" --timeout 5
+  wait_for_server_line "waiting for client 1 of 1" 10
+  exec 5<>/dev/tcp/127.0.0.1/"$PORT"
+  printf 'GET / HTTP/1.0\r\n%50s' "" >&5
+  wait_server 15
+  exec 5>&-
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 --partial "sent a malformed exchange message: not a workbook peer (bad magic)"
+  run cat "$SERVER_OUT"
+  refute_output --partial "result:"
+}
+
+@test "a server gives up within its timeout on a client that connects and goes silent" {
+  start_server ./lesson7 -p "$PORT" --timeout 2
+  wait_for_server_line "waiting for client 1 of 1" 10
+  exec 5<>/dev/tcp/127.0.0.1/"$PORT"
+  wait_server 15
+  exec 5>&-
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 --partial "sent nothing for 2 s"
+}
+
+@test "-c on a client and -n on a server are usage errors on one line" {
+  run --separate-stderr ./lesson7 -c 2 127.0.0.1
+  assert_failure 2
+  assert_equal "$stderr" "lesson7: -c is a server option (./lesson7 -c CLIENTS) (see lesson7 -h)"
+  run --separate-stderr ./lesson7 -n 3
+  assert_failure 2
+  assert_equal "$stderr" "lesson7: -n is a client option (./lesson7 HOST -n N) (see lesson7 -h)"
+}
+
+@test "a zero or non-numeric count is a usage error naming the value" {
+  run --separate-stderr ./lesson7 -n 0 127.0.0.1
+  assert_failure 2
+  assert_equal "$stderr" "lesson7: -n: '0' is out of range 1..1000000 (see lesson7 -h)"
+  run --separate-stderr ./lesson7 -c two
+  assert_failure 2
+  assert_equal "$stderr" "lesson7: -c: 'two' is not a whole number (see lesson7 -h)"
+}
+
+@test "-h prints the usage with every default and exits 0" {
+  run --separate-stderr ./lesson7 -h
+  assert_success
+  assert_line --partial "how many clients to serve at once (default: 1)"
+  assert_line --partial "how many FETCH_AND_ADDs to do (default: 5)"
+  assert_line --partial "default: 18515"
+  assert_equal "$stderr" ""
+}
