@@ -140,7 +140,8 @@ c, _ = s.accept(); c.sendall(b"\xff" * 54); c.recv(100)
 ' "$PORT" 3>&- &
   local fake=$!
   run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
-  kill "$fake" 2>/dev/null; wait "$fake" 2>/dev/null || true
+  kill "$fake" 2>/dev/null || true
+  wait "$fake" 2>/dev/null || true
   [[ "$stderr" == *"127.0.0.1:$PORT sent a malformed exchange message: not a workbook peer (bad magic)"* ]]
 }
 

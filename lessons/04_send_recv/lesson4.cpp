@@ -218,8 +218,18 @@ int main(int argc, char** argv) {
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
 
+    // 8. The client must not SEND before the server's QP is in RTR: a QP in
+    //    INIT drops every packet, and the client's NIC would only resend after
+    //    its ACK timeout (67 ms, at most retry_cnt = 7 times). So the server
+    //    says "RTR!" on the TCP connection, and the client waits for it.
     if (is_server) {
-        // 8. Wait for the request: a RECV completion. byte_len is how many
+        wb::send_token(conn, "RTR!");
+    } else {
+        wb::expect_token(conn, "RTR!", opt.timeout_s);
+    }
+
+    if (is_server) {
+        // 9. Wait for the request: a RECV completion. byte_len is how many
         //    bytes the client's SEND carried; only exactly one request is valid.
         std::printf("server: QP 0x%x is RTS; waiting for the client's SEND\n", qp->qp_num);
         const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
@@ -248,7 +258,7 @@ int main(int argc, char** argv) {
             }
         }
 
-        // 9. SEND the response, errors included, so that the client can say
+        // 10. SEND the response, errors included, so that the client can say
         //    why. Its receive was posted before the exchange, so it is there.
         std::memcpy(send_buf.get(), &response, sizeof response);
         post_send(qp.get(), send_mr.get(), sizeof response);
@@ -260,7 +270,7 @@ int main(int argc, char** argv) {
     }
 
     // Client.
-    // 8. SEND the request: A and B in network byte order. With -B the client
+    // 9. SEND the request: A and B in network byte order. With -B the client
     //    sends a different length on purpose (the rest is zero bytes).
     const SumRequest request = {
         .a = htobe64(static_cast<uint64_t>(a)),
@@ -273,7 +283,7 @@ int main(int argc, char** argv) {
     // in the server's receive buffer), not that the server has read it.
     wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
 
-    // 9. The response arrives in the receive we posted in step 5.
+    // 10. The response arrives in the receive we posted in step 5.
     const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the server's response (RECV)", conn);
     std::printf("client: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
     if (wc.byte_len != sizeof(SumResponse))

@@ -174,6 +174,9 @@ int main(int argc, char** argv) {
         // 7. INIT -> RTR -> RTS (lesson 3's transitions, common/connect.cpp).
         wb::qp_to_rtr(qp.get(), addr, peer);
         wb::qp_to_rts(qp.get(), psn);
+        // Tell the client our QP is past RTR: a QP in INIT drops incoming
+        // packets, and the client's NIC would resend only after its ACK timeout.
+        wb::send_token(conn, "RTR!");
         std::printf("server: QP 0x%x is RTS; waiting for the client's WRITE with immediate\n", qp->qp_num);
 
         // 8. The immediate arrives as a RECV completion. Until then our CPU
@@ -229,6 +232,8 @@ int main(int argc, char** argv) {
     // 7. INIT -> RTR -> RTS (lesson 3's transitions).
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
+    // The server's QP must be in RTR before our first packet: wait for its word.
+    wb::expect_token(conn, "RTR!", opt.timeout_s);
 
     // 8. The WRITE with immediate: our buffer (lkey) -> the server's address (rkey).
     //    imm_data is a __be32: it must be in network byte order, hence htonl.
