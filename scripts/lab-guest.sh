@@ -25,6 +25,7 @@ say() { echo "lab-guest: $*"; }
 
 # A timestamped line on the console, for docs/lab.md's boot-time table.
 mark() {
+    [ "$MODE" = shell ] && return # keep the learner's screen calm
     read -r up _ </proc/uptime
     echo "lab-guest: ${up} s: $*"
 }
@@ -43,13 +44,16 @@ finish() {
 }
 
 role=a
-for word in $(cat /proc/cmdline); do
+read -r cmdline </proc/cmdline
+for word in $cmdline; do
     case "$word" in
         lab.role=*) role=${word#lab.role=} ;;
     esac
 done
+# shellcheck source=/dev/null
 . "/lab/$role.conf" || die "cannot read /lab/$role.conf"
-# From $role.conf: MODE (run|shell|pair), CHECKOUT, NETDEV, ADDR, PEER_ROLE.
+# From $role.conf: MODE (run|shell|pair), CHECKOUT, NETDEV, ADDR, and in
+# shell mode ROWS and COLS (the host terminal's size, if known).
 
 mark "initramfs done, per-run share mounted"
 
@@ -94,11 +98,12 @@ if modprobe overlay; then
     mkdir -p /overlay
     mount -t tmpfs tmpfs /overlay
     mkdir -p /overlay/upper /overlay/work
-    mount -t overlay -o "lowerdir=$modules_dir,upperdir=/overlay/upper,workdir=/overlay/work" \
-        overlay "$modules_dir" &&
-        mkdir -p "$modules_dir/modules/$kver" &&
-        mount -o bind "/lib/modules/$kver" "$modules_dir/modules/$kver" ||
+    if ! mount -t overlay -o "lowerdir=$modules_dir,upperdir=/overlay/upper,workdir=/overlay/work" \
+        overlay "$modules_dir" ||
+        ! mkdir -p "$modules_dir/modules/$kver" ||
+        ! mount -o bind "/lib/modules/$kver" "$modules_dir/modules/$kver"; then
         say "no /lib/modules in the chroot: modprobe will not work there"
+    fi
 fi
 
 mark "/lib/modules in place"
@@ -121,6 +126,7 @@ ip addr add "$ADDR" dev "$NETDEV" || die "cannot give $NETDEV the address $ADDR"
 ip link set "$NETDEV" up || die "cannot bring $NETDEV up"
 
 # No limit on locked memory (ibv_reg_mr pins pages): the guest is ours.
+# shellcheck disable=SC3045 # busybox sh has ulimit -l
 ulimit -l unlimited
 
 chroot_env="env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp/home LAB=1"
@@ -160,6 +166,8 @@ if [ "$MODE" = pair ]; then
 fi
 
 if [ "$MODE" = shell ]; then
+    # The host terminal's size, so that editors and less fill the window.
+    [ -n "${ROWS:-}" ] && stty -F /dev/ttyS0 rows "$ROWS" cols "$COLS"
     # cttyhack gives the shell the console as its controlling terminal,
     # so that Ctrl-C and job control work.
     setsid cttyhack chroot /newroot /bin/bash "/run/lab/$role.cmd"

@@ -39,9 +39,12 @@
 #
 # Exit status: CMD's own; 2 misuse; 124 timeout; 125 the lab itself failed.
 
+# qemu's options are comma-separated lists, not mistaken bash arrays:
+# shellcheck disable=SC2054
 set -euo pipefail
 
-readonly SELF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SELF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly SELF_DIR
 readonly STATUS_TIMEOUT=124
 readonly STATUS_LAB_FAILED=125
 
@@ -180,13 +183,13 @@ build_initramfs() {
 extract_vmlinux() {
     local bzimage=$1 out=$2 offset
     command -v xz >/dev/null || return 1
-    for offset in $(LC_ALL=C grep -abo $'\xfd7zXZ' "$bzimage" | cut -d: -f1); do
+    while read -r offset; do
         tail -c +$((offset + 1)) "$bzimage" | xz -dc >"$out.tmp" 2>/dev/null || true
         if [ "$(head -c 4 "$out.tmp" | od -An -c | tr -d ' ')" = 177ELF ]; then
             mv "$out.tmp" "$out"
             return 0
         fi
-    done
+    done < <(LC_ALL=C grep -abo $'\xfd7zXZ' "$bzimage" | cut -d: -f1)
     rm -f "$out.tmp"
     return 1
 }
@@ -297,13 +300,16 @@ qemu_base_args() {
 write_guest_files() {
     local role=$1 rundir=$2 mode=$3 netdev=$4 addr=$5
     shift 5
-    local name
+    local name size
     cp "$SELF_DIR/lab-guest.sh" "$rundir/guest.sh"
     {
         printf 'MODE=%q\n' "$mode"
         printf 'CHECKOUT=%q\n' "$CHECKOUT"
         printf 'NETDEV=%q\n' "$netdev"
         printf 'ADDR=%q\n' "$addr"
+        if [ "$mode" = shell ] && size=$(stty size 2>/dev/null); then
+            printf 'ROWS=%q\nCOLS=%q\n' "${size% *}" "${size#* }"
+        fi
     } >"$rundir/$role.conf"
     {
         echo "# The command lab.sh runs in the guest (bash, env reset)."
@@ -362,7 +368,15 @@ explain_failure() {
 # -------------------------------------------------------------------- commands
 
 RUNDIR=
+GUEST_PIDS=()
+
+# On exit, and on Ctrl-C or kill: stop our guests (each `timeout` passes the
+# signal on to its qemu), remove the run folder.
 cleanup() {
+    local pid
+    for pid in "${GUEST_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
     if [ -n "$RUNDIR" ] && [ -z "${LAB_KEEP:-}" ]; then
         rm -rf "$RUNDIR"
     fi
@@ -371,6 +385,18 @@ cleanup() {
 new_rundir() {
     RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/lab.XXXXXX")
     trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+# Start qemu with QEMU_ARGS under `timeout`, in the background: `wait` can
+# be interrupted by Ctrl-C, a foreground child could not (timeout runs in
+# its own process group, so the terminal's Ctrl-C never reaches it).
+# Sets GUEST_PID. The caller redirects the fds.
+start_guest() {
+    timeout -k 5 "$TIMEOUT" qemu-system-x86_64 "${QEMU_ARGS[@]}" &
+    GUEST_PID=$!
+    GUEST_PIDS+=("$GUEST_PID")
 }
 
 # Working folder in the guest: the current one if inside the checkout.
@@ -414,8 +440,8 @@ cmd_run() {
         -add-fd fd=6,set=6 -chardev file,id=err,path=/dev/fdset/6,append=on -serial chardev:err
     )
     local qemu_status=0
-    timeout -k 5 "$TIMEOUT" qemu-system-x86_64 "${QEMU_ARGS[@]}" \
-        </dev/null 5>&1 6>&2 3>&- || qemu_status=$?
+    start_guest </dev/null 5>&1 6>&2 3>&-
+    wait "$GUEST_PID" || qemu_status=$?
     local status
     status=$(guest_status "$RUNDIR/console.log")
     if ! grep -q '^LAB_EXIT_STATUS=' "$RUNDIR/console.log"; then
@@ -466,7 +492,9 @@ cmd_pair() {
             *) misuse "pair: unknown argument '$1'" ;;
         esac
     done
-    [ -n "$cmd_a" ] && [ -n "$cmd_b" ] || misuse "pair needs --a 'CMD' and --b 'CMD'"
+    if [ -z "$cmd_a" ] || [ -z "$cmd_b" ]; then
+        misuse "pair needs --a 'CMD' and --b 'CMD'"
+    fi
     if [ -n "$pcap" ]; then
         # qemu writes the pcap; give it an absolute path.
         case "$pcap" in /*) ;; *) pcap="$PWD/$pcap" ;; esac
@@ -480,7 +508,7 @@ cmd_pair() {
     # A Unix socket path must fit in 108 bytes.
     [ ${#RUNDIR} -lt 90 ] || fail "run folder path too long for a socket: set TMPDIR=/tmp"
 
-    local role addr peer mac stream
+    local role addr peer mac
     local -A pid=() cmd=([a]=$cmd_a [b]=$cmd_b)
     for role in a b; do
         if [ "$role" = a ]; then
@@ -505,9 +533,8 @@ cmd_pair() {
         mkfifo "$RUNDIR/stdout-$role.fifo" "$RUNDIR/stderr-$role.fifo"
         sed -u "s/^/[$role] /" <"$RUNDIR/stdout-$role.fifo" 3>&- &
         sed -u "s/^/[$role] /" <"$RUNDIR/stderr-$role.fifo" >&2 3>&- &
-        timeout -k 5 "$TIMEOUT" qemu-system-x86_64 "${QEMU_ARGS[@]}" \
-            </dev/null >"$RUNDIR/qemu-$role.log" 2>&1 3>&- &
-        pid[$role]=$!
+        start_guest </dev/null >"$RUNDIR/qemu-$role.log" 2>&1 3>&-
+        pid[$role]=$GUEST_PID
     done
 
     local qemu_status status overall=0
@@ -519,6 +546,7 @@ cmd_pair() {
         if ! grep -q '^LAB_EXIT_STATUS=' "$RUNDIR/console-$role.log"; then
             echo "lab.sh: guest $role:" >&2
             explain_failure "$RUNDIR/console-$role.log" "$qemu_status" "$TIMEOUT"
+            sed 's/^/qemu: /' "$RUNDIR/qemu-$role.log" >&2
             [ "$qemu_status" = "$STATUS_TIMEOUT" ] && status=$STATUS_TIMEOUT
         fi
         result[$role]=$status

@@ -63,6 +63,7 @@ probe_stdout() {
     probe_stdout
     assert_line "arg: [two words]"
     assert_line "arg: [it's \"quoted\"]"
+    # shellcheck disable=SC2016 # a literal $HOME: the guest must not expand it
     assert_line 'arg: [$HOME *]'
 }
 
@@ -115,6 +116,7 @@ probe_stdout() {
 @test "pair joins two guests by a cable: rping crosses it and the pcap holds RoCE" {
     local pcap="$BATS_TEST_TMPDIR/wire.pcap"
     # b retries until a's server listens (b starts once a has started).
+    # shellcheck disable=SC2016 # $LAB_PEER_ADDR expands in guest b
     run "$CLONE/scripts/lab.sh" pair --pcap "$pcap" --timeout 300 \
         --a 'rping -s -a 192.0.2.1 -C 3 -v' \
         --b 'for try in $(seq 20); do rping -c -a $LAB_PEER_ADDR -C 3 -v && exit 0; sleep 0.5; done; exit 1'
