@@ -143,6 +143,10 @@ int main(int argc, char** argv) {
         wb::qp_to_init(qp.get(), addr, IBV_ACCESS_REMOTE_READ);
         wb::qp_to_rtr(qp.get(), addr, peer, kReadsInFlight);
         wb::qp_to_rts(qp.get(), psn, kReadsInFlight);
+        // Tell the client our QP is past RTR: a QP still in INIT drops the READ
+        // request silently, and the client's NIC would resend it only after
+        // its ACK timeout (67 ms, at most retry_cnt = 7 times).
+        wb::send_token(conn, "RTR!");
         std::printf("server: QP 0x%x is RTS; the client may READ now\n", qp->qp_num);
 
         // 6. Nothing to post, nothing to poll: the NIC answers the READ alone.
@@ -193,6 +197,8 @@ int main(int argc, char** argv) {
     wb::qp_to_init(qp.get(), addr, 0);
     wb::qp_to_rtr(qp.get(), addr, peer, kReadsInFlight);
     wb::qp_to_rts(qp.get(), psn, kReadsInFlight);
+    // Not before the server's QP can answer (see the server's "RTR!").
+    wb::expect_token(conn, "RTR!", opt.timeout_s);
 
     // 6. The READ: local buffer (lkey) <- remote address (rkey).
     ibv_sge sge = {
@@ -215,7 +221,9 @@ int main(int argc, char** argv) {
     CHECK_RC(ibv_post_send(qp.get(), &wr, &bad));
 
     // 7. One completion on OUR CQ: until it arrives the buffer is not ours to read.
-    const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "the RDMA READ");
+    //    (This poll_one also watches the TCP connection: if the server dies,
+    //    we hear it at once instead of after the NIC's retries.)
+    const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "the RDMA READ", conn);
     std::printf("client: completion %s, status %s\n", wb::wc_opcode_str(wc.opcode), ibv_wc_status_str(wc.status));
 
     // 8. Tell the server we are done, so that it may exit and free its buffer.

@@ -102,7 +102,7 @@ void check_atomic_support(ibv_context* ctx) {
 // result are in OUR host byte order: the verbs carry them big-endian on the
 // wire and the responder's NIC works on its word in ITS host order.
 uint64_t post_atomic(ibv_qp* qp, ibv_cq* cq, ibv_mr* result_mr, ibv_wr_opcode opcode, uint64_t remote_addr,
-                     uint32_t rkey, uint64_t compare_add, uint64_t swap, int timeout_s) {
+                     uint32_t rkey, uint64_t compare_add, uint64_t swap, int timeout_s, const wb::Connection& server) {
     ibv_sge sge = {
         .addr = reinterpret_cast<uintptr_t>(result_mr->addr),
         .length = sizeof(uint64_t),  // an atomic always returns exactly 8 bytes
@@ -118,8 +118,9 @@ uint64_t post_atomic(ibv_qp* qp, ibv_cq* cq, ibv_mr* result_mr, ibv_wr_opcode op
         .wr = {.atomic = {.remote_addr = remote_addr, .compare_add = compare_add, .swap = swap, .rkey = rkey}},
     };
     ibv_send_wr* bad = nullptr;
-    CHECK_RC(ibv_post_send(qp, &wr, &bad));
-    wb::poll_one(cq, timeout_s, opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "the FETCH_AND_ADD" : "the COMPARE_AND_SWAP");
+    CHECK_RC(ibv_post_send(qp, &wr, &bad), "EINVAL: is the remote address 8-byte aligned?");
+    wb::poll_one(cq, timeout_s, opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "the FETCH_AND_ADD" : "the COMPARE_AND_SWAP",
+                 server);  // also watches the TCP connection: a server that dies is noticed at once
     uint64_t old = 0;
     std::memcpy(&old, result_mr->addr, sizeof old);
     return old;
@@ -187,7 +188,7 @@ int main(int argc, char** argv) {
         auto* words = reinterpret_cast<SharedWords*>(buf.get());
         wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), words, sizeof(SharedWords),
                                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC),
-                                      "ulimit -l: is locked memory limited?")};
+                                      "EINVAL: REMOTE_ATOMIC without LOCAL_WRITE; ENOMEM: ulimit -l")};
         std::printf("server: counter at 0x%llx, lock word at 0x%llx, rkey 0x%x (IBV_ACCESS_REMOTE_ATOMIC)\n",
                     static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&words->counter)),
                     static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&words->lock)), mr->rkey);
@@ -219,10 +220,12 @@ int main(int argc, char** argv) {
         }
 
         // 5. Start them all at once, so that their atomics really do run at the
-        //    same time, and wait for every client's DONE. A client that
+        //    same time. GO also tells each client that our QP is past RTR (a QP
+        //    still in INIT drops requests silently; see lesson 4's "RTR!").
+        //    Then wait for every client's DONE. A client that
         //    finishes early just leaves its DONE in the socket until we get to it.
-        std::printf("server: all %d clients connected; sending GO: their atomics run now, "
-                    "executed by this NIC with no help from this CPU\n", clients);
+        std::printf("server: %d of %d clients connected; sending GO: their atomics run now, "
+                    "executed by this NIC with no help from this CPU\n", clients, clients);
         for (wb::Connection& c : conns) wb::send_token(c, "GO!!");
         for (int i = 1; i <= clients; ++i) {
             wb::expect_token(conns[i - 1], "DONE", opt.timeout_s);
@@ -286,7 +289,7 @@ int main(int argc, char** argv) {
     uint64_t first_old = 0;
     for (int i = 1; i <= adds; ++i) {
         const uint64_t old = post_atomic(qp.get(), cq.get(), result_mr.get(), IBV_WR_ATOMIC_FETCH_AND_ADD,
-                                         counter_addr, peer.rkey, 1, 0, opt.timeout_s);
+                                         counter_addr, peer.rkey, 1, 0, opt.timeout_s, conn);
         std::printf("client: fetch_and_add #%d: +1, old value %llu\n", i, static_cast<unsigned long long>(old));
         if (i == 1) first_old = old;
         olds += (i == 1 ? "" : " ") + std::to_string(old);
@@ -302,7 +305,7 @@ int main(int argc, char** argv) {
     for (;;) {
         ++attempts;
         const uint64_t old = post_atomic(qp.get(), cq.get(), result_mr.get(), IBV_WR_ATOMIC_CMP_AND_SWP, lock_addr,
-                                         peer.rkey, 0, my_id, opt.timeout_s);
+                                         peer.rkey, 0, my_id, opt.timeout_s, conn);
         if (old == 0) {
             std::printf("client: compare_and_swap lock 0 -> %llu: old value 0, lock taken (attempt %d)\n",
                         static_cast<unsigned long long>(my_id), attempts);
@@ -324,7 +327,7 @@ int main(int argc, char** argv) {
     // Release: swap id -> 0. The old value must be our id; anything else
     // means someone broke the lock protocol.
     const uint64_t released = post_atomic(qp.get(), cq.get(), result_mr.get(), IBV_WR_ATOMIC_CMP_AND_SWP, lock_addr,
-                                          peer.rkey, my_id, 0, opt.timeout_s);
+                                          peer.rkey, my_id, 0, opt.timeout_s, conn);
     if (released != my_id)
         wb::fail("releasing the lock found " + std::to_string(released) + " in the lock word, not our id " +
                  std::to_string(my_id) + ": it was not ours to release");
