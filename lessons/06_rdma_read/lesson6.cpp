@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
         .recv_cq = cq.get(),
         .cap = {
             .max_send_wr = kReadsInFlight,  // the client posts one READ at a time
-            .max_recv_wr = 1,               // nobody SENDs here; 1 is the smallest legal queue
+            .max_recv_wr = 1,               // we post no receive (nobody SENDs here); 1 suits every provider
             .max_send_sge = 1,              // the READ lands in one local buffer
             .max_recv_sge = 1,
         },
@@ -146,8 +146,8 @@ int main(int argc, char** argv) {
         // Tell the client our QP is past RTR: a QP still in INIT drops the READ
         // request silently, and the client's NIC would resend it only after
         // its ACK timeout (67 ms, at most retry_cnt = 7 times).
+        std::printf("server: QP 0x%x is RTS; telling the client it may READ now\n", qp->qp_num);
         wb::send_token(conn, "RTR!");
-        std::printf("server: QP 0x%x is RTS; the client may READ now\n", qp->qp_num);
 
         // 6. Nothing to post, nothing to poll: the NIC answers the READ alone.
         //    The client tells us on the TCP side channel when it is done.

@@ -133,7 +133,7 @@ ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq) {
         .recv_cq = cq,
         .cap = {
             .max_send_wr = kAtomicsInFlight,  // one atomic at a time
-            .max_recv_wr = 1,                 // nobody SENDs here; 1 is the smallest legal queue
+            .max_recv_wr = 1,                 // we post no receive (nobody SENDs here); 1 suits every provider
             .max_send_sge = 1,                // the 8-byte result buffer
             .max_recv_sge = 1,
         },
