@@ -6,6 +6,16 @@ bats_require_minimum_version 1.5.0
 setup() { load helpers/lesson; lesson_setup; }
 teardown() { lesson_teardown; }
 
+# A fake server (tests/helpers/fake_peer.py: silent or garbage) on $PORT, in
+# the background. The distribution's python3 with -I -S: a version-manager
+# shim costs seconds per start in the lab.
+start_fake_server() {
+  local py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
+  wait_for_server_line "fake peer listening" 10
+}
+
 # A fake client: connect to the server's TCP port and send the bytes of $1
 # (printf format), then hang up.
 fake_client_sends() {
@@ -130,19 +140,17 @@ fake_client_sends() {
 }
 
 @test "a client whose server answers with garbage exits with a clear error" {
-  # A fake server: accept one connection, send 54 bytes that are not a PeerInfo.
-  python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); s.settimeout(15)
-c, _ = s.accept(); c.sendall(b"\xff" * 54); c.recv(100)
-' "$PORT" 3>&- &
-  local fake=$!
+  start_fake_server garbage
   run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
-  kill "$fake" 2>/dev/null || true
-  wait "$fake" 2>/dev/null || true
   [[ "$stderr" == *"127.0.0.1:$PORT sent a malformed exchange message: not a workbook peer (bad magic)"* ]]
+}
+
+@test "a client whose server accepts and then says nothing gives up after --timeout" {
+  start_fake_server silent
+  local start=$SECONDS
+  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 2 127.0.0.1 1 2
+  [ $((SECONDS - start)) -le 8 ]
+  [[ "$stderr" == *"127.0.0.1:$PORT sent nothing for 2 s"* ]]
 }
 
 @test "a number that is not a number is a one-line usage error" {

@@ -96,6 +96,16 @@ teardown() { lesson_teardown; }
   assert_line --partial "sent nothing for 2 s"
 }
 
+@test "a client whose server answers with garbage exits with a clear error" {
+  local py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" garbage
+  wait_for_server_line "fake peer listening" 10
+  run -1 --separate-stderr ./lesson5 -p "$PORT" --timeout 10 127.0.0.1 hi
+  [[ "$stderr" == *"127.0.0.1:$PORT sent a malformed exchange message: not a workbook peer (bad magic)"* ]]
+  refute_line --partial "posting RDMA WRITE"
+}
+
 @test "a lesson-4 client is turned away by a lesson-5 server" {
   start_server ./lesson5 -p "$PORT" --timeout 10
   run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
