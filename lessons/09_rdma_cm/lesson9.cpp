@@ -176,7 +176,7 @@ rdma_cm_event* next_cm_event(rdma_event_channel* ec, int timeout_ms, const char*
             if (errno == EAGAIN) continue;  // nothing there after all: back to poll()
             wb::fail("rdma_get_cm_event(ec, &ev) failed: " + wb::errno_str(errno));
         }
-        if (narrate || ev->status != 0)
+        if (narrate)
             std::printf("cm event: %s%s\n", rdma_event_str(ev->event),
                         ev->status ? (" (" + status_str(ev) + ")").c_str() : "");
         return ev;
@@ -441,7 +441,8 @@ int main(int argc, char** argv) {
     //    cannot connect again), until --timeout.
     const auto deadline = Clock::now() + std::chrono::seconds(opt.timeout_s);
     const Hello hello = {.magic = {'W', 'B'}, .lesson = kLesson, .version = version};
-    // Created on the first attempt's device (id->verbs) and kept across attempts.
+    // PD and MRs: created on the first attempt's device (id->verbs), kept
+    // across attempts. CQs: new for each attempt (see step 3).
     wb::ProtectionDomain pd;
     wb::CompletionQueue send_cq, recv_cq;
     wb::MemoryRegion recv_mr, send_mr;
@@ -468,7 +469,8 @@ int main(int argc, char** argv) {
                          "drop -d, or give a HOST reachable through " + opt.device);
         }
 
-        CHECK_ERRNO(rdma_resolve_route(id.get(), std::min(kResolveTimeoutMs, ms_left(deadline))),
+        const int route_ms = std::min(kResolveTimeoutMs, ms_left(deadline));
+        CHECK_ERRNO(rdma_resolve_route(id.get(), route_ms),
                     "HOST must be an address on the peer's RDMA netdev; loopback (127.0.0.1) is not one");
         ev = next_cm_event(ec.get(), ms_left(deadline), "RDMA_CM_EVENT_ROUTE_RESOLVED", first);
         expect_event(ev, RDMA_CM_EVENT_ROUTE_RESOLVED);
@@ -478,8 +480,6 @@ int main(int argc, char** argv) {
         //    created ON THE ID: INIT now, RTR and RTS during rdma_connect.
         if (!pd) {
             pd.reset(CHECK_PTR(ibv_alloc_pd(id->verbs)));
-            send_cq.reset(CHECK_PTR(ibv_create_cq(id->verbs, 1, nullptr, nullptr, 0)));
-            recv_cq.reset(CHECK_PTR(ibv_create_cq(id->verbs, 1, nullptr, nullptr, 0)));
             recv_mr.reset(CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), recv_len, IBV_ACCESS_LOCAL_WRITE),
                                     "ulimit -l: is locked memory limited?"));
             send_mr.reset(CHECK_PTR(ibv_reg_mr(pd.get(), send_buf.get(), send_len, 0),
@@ -487,6 +487,11 @@ int main(int argc, char** argv) {
         } else if (pd->context != id->verbs) {
             wb::fail("rdma_cm chose another device on a retry", "is HOST reachable through more than one netdev?");
         }
+        // Fresh CQs on every attempt: a rejected attempt's QP goes to the error
+        // state and flushes its receive into its CQ (IBV_WC_WR_FLUSH_ERR),
+        // which must not be taken for the server's answer later.
+        send_cq.reset(CHECK_PTR(ibv_create_cq(id->verbs, 1, nullptr, nullptr, 0)));
+        recv_cq.reset(CHECK_PTR(ibv_create_cq(id->verbs, 1, nullptr, nullptr, 0)));
         ibv_qp_init_attr qp_attr = qp_shape(send_cq.get(), recv_cq.get());
         CHECK_ERRNO(rdma_create_qp(id.get(), pd.get(), &qp_attr));
 
@@ -536,7 +541,7 @@ int main(int argc, char** argv) {
                      "is the server running there with the same -p? is HOST its RDMA netdev's address?");
         CHECK_ERRNO(rdma_ack_cm_event(ev));
         if (first) std::printf("client: nothing listens there yet; retrying for up to %d s\n", opt.timeout_s);
-        rdma_destroy_qp(id.get());  // this attempt's QP and id go; PD, CQs and MRs stay
+        rdma_destroy_qp(id.get());  // this attempt's QP and id go; the PD and MRs stay
         id.reset();
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
