@@ -13,7 +13,8 @@ teardown() { lesson_teardown; }
 
 # A fake lesson-8 peer on the TCP side channel. It trades a well-formed
 # PeerInfo (common/exchange.hpp's wire form) naming QP 0x123 at this host's
-# RoCE v2 address, a QP that does not exist, and then says nothing for 30 s.
+# RoCE v2 address, a QP that does not exist (as a server it adds the "RTR!"
+# token), and then says nothing for 30 s.
 #   fake_peer listen PORT     as a server
 #   fake_peer connect PORT    as a client, retrying until a server listens
 fake_peer() {
@@ -38,6 +39,8 @@ else:
         except OSError:
             time.sleep(0.1)
 conn.sendall(info)
+if mode == "listen":
+    conn.sendall(b"RTR!")  # as a lesson-8 server does once its QP is in RTR
 conn.settimeout(30)
 try:
     while conn.recv(4096):

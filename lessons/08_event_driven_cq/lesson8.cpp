@@ -323,6 +323,13 @@ int main(int argc, char** argv) {
     std::printf("%s: peer %s is QP 0x%x\n", side, conn.peer().c_str(), peer.qp_num);
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
+    // As in lesson 4: the client must not SEND before the server's QP is in
+    // RTR (a QP in INIT drops packets), so the server says "RTR!" first.
+    if (is_server) {
+        wb::send_token(conn, "RTR!");
+    } else {
+        wb::expect_token(conn, "RTR!", opt.timeout_s);
+    }
 
     EventCounts counts;
     if (is_server) {
