@@ -400,9 +400,12 @@ start_guest() {
 }
 
 # Working folder in the guest: the current one if inside the checkout.
+# Physical paths: git names the checkout by its real path, not a symlink's.
 set_workdir() {
-    case "$PWD/" in
-        "$CHECKOUT"/*) WORKDIR=$PWD ;;
+    local here
+    here=$(pwd -P)
+    case "$here/" in
+        "$CHECKOUT"/*) WORKDIR=$here ;;
         *) WORKDIR=$CHECKOUT ;;
     esac
 }
