@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
         {'n', "adds", "N", "client: how many FETCH_AND_ADDs to do (default: 5)", &adds_arg},
     };
     const wb::Usage usage = {
-        .synopsis = "[options] [-c CLIENTS]     server: a shared counter and lock word\n"
-                    "  lesson7 [options] HOST [-n N]  client: N FETCH_AND_ADDs, then take and release the lock",
+        .synopsis = "[options] [-c CLIENTS]   server: a shared counter and lock word\n"
+                    "  lesson7 [options] HOST [-n N]    client: N FETCH_AND_ADDs, then take and release the lock",
         .summary = "atomics: FETCH_AND_ADD on a shared counter, COMPARE_AND_SWAP as a lock",
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
