@@ -145,6 +145,6 @@ teardown() { lesson_teardown; }
 @test "-h prints the usage with its defaults and exits 0" {
   run -0 ./lesson5 -h
   assert_output --partial "HOST [MESSAGE]"
-  assert_output --partial "(default: 4096, at most 1048576)"
+  assert_output --partial "1..1048576 (default: 4096)"
   assert_output --partial "(default: 18515)"
 }

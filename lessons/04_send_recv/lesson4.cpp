@@ -129,7 +129,8 @@ int main(int argc, char** argv) {
     std::string send_bytes_text;
     const wb::ExtraOption extra[] = {
         {'B', "send-bytes", "N",
-         "client: send N bytes (0..128) instead of the 16-byte request, to watch the server refuse it",
+         "client: send N bytes, 0..128 (default: 16, one request);\n"
+         "                        any other length plays a misbehaving client",
          &send_bytes_text},
     };
     const wb::Usage usage = {

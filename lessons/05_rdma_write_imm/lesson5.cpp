@@ -84,10 +84,10 @@ std::string printable(const char* data, size_t len) {
 int main(int argc, char** argv) {
     std::string size_text, lie_text;
     const wb::ExtraOption extra[] = {
-        {'s', "size", "BYTES", "server: size of the buffer the client may write (default: 4096, at most 1048576)",
-         &size_text},
+        {'s', "size", "BYTES", "server: the buffer the client may write, 1..1048576 (default: 4096)", &size_text},
         {'L', "lie-length", "N",
-         "client: put N in the immediate instead of the real length, to play a misbehaving client",
+         "client: put N in the immediate (default: the message's length);\n"
+         "                        another value plays a misbehaving client",
          &lie_text},
     };
     const wb::Usage usage = {
