@@ -158,6 +158,8 @@ if [ "$MODE" = pair ]; then
     else
         tries=0
         until [ -e /lab/a.started ]; do
+            # lab.sh creates a.exited when guest a's qemu has ended.
+            [ ! -e /lab/a.exited ] || die "guest a stopped before starting its command"
             tries=$((tries + 1))
             [ "$tries" -le 1200 ] || die "guest a did not start its command in 120 s"
             sleep 0.1
