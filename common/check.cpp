@@ -37,6 +37,12 @@ void warn(const std::string& what) {
     std::fprintf(stderr, "%s: warning: %s\n", g_program, what.c_str());
 }
 
+void result_error(const std::string& what) {
+    std::printf("result: error: %s\n", what.c_str());
+    std::fflush(stdout);
+    std::exit(1);
+}
+
 void fail_call(const char* call, int err, const char* hint) {
     fail(std::string(call) + " failed: " + errno_str(err), hint ? hint : "");
 }

@@ -41,6 +41,11 @@ std::string errno_str(int err);
 // Print "PROGRAM: warning: what" on stderr and carry on.
 void warn(const std::string& what);
 
+// End with an error outcome the lesson itself decided (an overflowing sum, a
+// message that does not fit): print "result: error: what" on stdout, the
+// lesson's last line, and exit(1).
+[[noreturn]] void result_error(const std::string& what);
+
 // Implementation of the macros below; call the macros, not these.
 [[noreturn]] void fail_call(const char* call, int err, const char* hint);
 

@@ -117,12 +117,6 @@ void post_send(ibv_qp* qp, const ibv_mr* mr, uint32_t length) {
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
 }
 
-// The last line of an error outcome: "result: error: ..." on stdout, exit 1.
-[[noreturn]] void result_error(const std::string& what) {
-    std::printf("result: error: %s\n", what.c_str());
-    std::exit(1);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -265,7 +259,7 @@ int main(int argc, char** argv) {
         post_send(qp.get(), send_mr.get(), sizeof response);
         wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response", conn);
         std::printf("server: response sent (status %u)\n", be32toh(response.status));
-        if (!failure.empty()) result_error(failure);
+        if (!failure.empty()) wb::result_error(failure);
         std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", x, y, sum);
         return 0;
     }
@@ -288,7 +282,7 @@ int main(int argc, char** argv) {
     const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the server's response (RECV)", conn);
     std::printf("client: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
     if (wc.byte_len != sizeof(SumResponse))
-        result_error("the server's response was " + std::to_string(wc.byte_len) + " bytes, expected " +
+        wb::result_error("the server's response was " + std::to_string(wc.byte_len) + " bytes, expected " +
                      std::to_string(sizeof(SumResponse)));
     SumResponse response;
     std::memcpy(&response, recv_buf.get(), sizeof response);
@@ -298,11 +292,11 @@ int main(int argc, char** argv) {
                     static_cast<int64_t>(be64toh(response.sum)));
         return 0;
     case kSumOverflow:
-        result_error(std::to_string(a) + " + " + std::to_string(b) + " overflows a signed 64-bit integer");
+        wb::result_error(std::to_string(a) + " + " + std::to_string(b) + " overflows a signed 64-bit integer");
     case kSumBadRequest:
-        result_error("the server refused the request: it was " + std::to_string(send_bytes) +
+        wb::result_error("the server refused the request: it was " + std::to_string(send_bytes) +
                      " bytes, not " + std::to_string(sizeof(SumRequest)));
     default:
-        result_error("the server answered with unknown status " + std::to_string(be32toh(response.status)));
+        wb::result_error("the server answered with unknown status " + std::to_string(be32toh(response.status)));
     }
 }

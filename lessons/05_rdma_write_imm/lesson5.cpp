@@ -73,12 +73,6 @@ std::string printable(const char* data, size_t len) {
     return out;
 }
 
-// The last line of an error outcome: "result: error: ..." on stdout, exit 1.
-[[noreturn]] void result_error(const std::string& what) {
-    std::printf("result: error: %s\n", what.c_str());
-    std::exit(1);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,7 +177,7 @@ int main(int argc, char** argv) {
         //    cannot know that anything was written.
         const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "the client's WRITE with immediate (RECV)", conn);
         if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM))
-            result_error(std::string("expected IBV_WC_RECV_RDMA_WITH_IMM, got ") + wb::wc_opcode_str(wc.opcode));
+            wb::result_error(std::string("expected IBV_WC_RECV_RDMA_WITH_IMM, got ") + wb::wc_opcode_str(wc.opcode));
         // imm_data is carried in network byte order (big-endian) end to end:
         // the verbs API hands it over exactly as it travelled in the packet's
         // ImmDt header. The sender wrote htonl(length); we read ntohl().
@@ -194,7 +188,7 @@ int main(int argc, char** argv) {
         // 9. Trust, but bound: the length is the client's word. Never read
         //    beyond what we registered.
         if (length > buffer_bytes)
-            result_error("the client says it wrote " + std::to_string(length) + " bytes, but the buffer holds " +
+            wb::result_error("the client says it wrote " + std::to_string(length) + " bytes, but the buffer holds " +
                          std::to_string(buffer_bytes) + ": not reading beyond it");
         std::printf("result: received %u bytes: \"%s\"\n", length, printable(buf.get(), length).c_str());
         return 0;
@@ -224,9 +218,9 @@ int main(int argc, char** argv) {
     //    in the error state), but a clear error here is kinder. Returning
     //    closes the TCP connection, which tells the server we gave up.
     if (peer.addr == 0 || peer.length == 0)
-        result_error("the server offers no buffer to write into");
+        wb::result_error("the server offers no buffer to write into");
     if (length > peer.length)
-        result_error("the message is " + std::to_string(length) + " bytes, the server's buffer only " +
+        wb::result_error("the message is " + std::to_string(length) + " bytes, the server's buffer only " +
                      std::to_string(peer.length) + ": not sending it");
 
     // 7. INIT -> RTR -> RTS (lesson 3's transitions).
