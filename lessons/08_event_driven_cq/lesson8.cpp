@@ -41,7 +41,6 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -224,12 +223,6 @@ void post_send(ibv_qp* qp, const ibv_mr* mr, uint32_t i, uint32_t length) {
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
 }
 
-// The last line of an error outcome: "result: error: ..." on stdout, exit 1.
-[[noreturn]] void result_error(const std::string& what) {
-    std::printf("result: error: %s\n", what.c_str());
-    std::exit(1);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -396,7 +389,7 @@ int main(int argc, char** argv) {
         std::printf("events: %lu, completions: %lu, empty events: %lu\n", counts.events, counts.completions,
                     counts.empty_events);
         if (failures > 0)
-            result_error(std::to_string(failures) + " of " + std::to_string(requests) +
+            wb::result_error(std::to_string(failures) + " of " + std::to_string(requests) +
                          " requests failed (overflow or bad length); the client was told");
         std::printf("result: served %u request%s\n", requests, requests == 1 ? "" : "s");
         return 0;
@@ -456,7 +449,7 @@ int main(int argc, char** argv) {
     counts.unacked = 0;
     std::printf("events: %lu, completions: %lu, empty events: %lu\n", counts.events, counts.completions,
                 counts.empty_events);
-    if (!failure.empty()) result_error(failure);
+    if (!failure.empty()) wb::result_error(failure);
     std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b, static_cast<int64_t>(be64toh(response.sum)));
     return 0;
 }

@@ -47,7 +47,6 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -256,12 +255,6 @@ void post_send(ibv_qp* qp, const ibv_mr* mr, uint32_t length) {
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
 }
 
-// The last line of an error outcome: "result: error: ..." on stdout, exit 1.
-[[noreturn]] void result_error(const std::string& what) {
-    std::printf("result: error: %s\n", what.c_str());
-    std::exit(1);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -340,7 +333,7 @@ int main(int argc, char** argv) {
             const Hello ours = {.magic = {'W', 'B'}, .lesson = kLesson, .version = kProtocolVersion};
             CHECK_ERRNO(rdma_reject(id.get(), &ours, sizeof ours));
             CHECK_ERRNO(rdma_ack_cm_event(ev));
-            result_error("rejected the client " + peer + ": it sent " + bad_hello);
+            wb::result_error("rejected the client " + peer + ": it sent " + bad_hello);
         }
         CHECK_ERRNO(rdma_ack_cm_event(ev));
         const char* dev = ibv_get_device_name(id->verbs->device);
@@ -427,7 +420,7 @@ int main(int argc, char** argv) {
         // 9. Teardown: the QP by hand, before the CQs and PD it uses; the
         //    handles then release MRs, CQs, PD, the two ids and the channel.
         rdma_destroy_qp(id.get());
-        if (!failure.empty()) result_error(failure);
+        if (!failure.empty()) wb::result_error(failure);
         std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", x, y, sum);
         return 0;
     }
@@ -527,7 +520,7 @@ int main(int argc, char** argv) {
             if (ev->param.conn.private_data && ev->param.conn.private_data_len >= sizeof theirs)
                 std::memcpy(&theirs, ev->param.conn.private_data, sizeof theirs);
             CHECK_ERRNO(rdma_ack_cm_event(ev));
-            result_error("the server rejected the connection: we sent protocol version " + std::to_string(version) +
+            wb::result_error("the server rejected the connection: we sent protocol version " + std::to_string(version) +
                          ", it speaks " + std::to_string(theirs.version));
         }
         const bool nobody_there = (ev->event == RDMA_CM_EVENT_REJECTED && ev->status == kRejectNoListener) ||
@@ -571,7 +564,7 @@ int main(int argc, char** argv) {
     rdma_destroy_qp(id.get());
 
     if (wc.byte_len != sizeof(SumResponse))
-        result_error("the server's response was " + std::to_string(wc.byte_len) + " bytes, expected " +
+        wb::result_error("the server's response was " + std::to_string(wc.byte_len) + " bytes, expected " +
                      std::to_string(sizeof(SumResponse)));
     SumResponse response;
     std::memcpy(&response, recv_buf.get(), sizeof response);
@@ -581,10 +574,10 @@ int main(int argc, char** argv) {
                     static_cast<int64_t>(be64toh(response.sum)));
         return 0;
     case kSumOverflow:
-        result_error(std::to_string(a) + " + " + std::to_string(b) + " overflows a signed 64-bit integer");
+        wb::result_error(std::to_string(a) + " + " + std::to_string(b) + " overflows a signed 64-bit integer");
     case kSumBadRequest:
-        result_error("the server refused the request as malformed");
+        wb::result_error("the server refused the request as malformed");
     default:
-        result_error("the server answered with unknown status " + std::to_string(be32toh(response.status)));
+        wb::result_error("the server answered with unknown status " + std::to_string(be32toh(response.status)));
     }
 }
