@@ -46,8 +46,8 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
     std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
                 "                        LID addressing on InfiniBand)\n");
     if (usage.network) {
-        std::printf("  -p, --port=PORT       TCP port of the out-of-band exchange (default: %u)\n",
-                    kDefaultTcpPort);
+        std::printf("  -p, --port=PORT       %s (default: %u)\n",
+                    usage.port_help ? usage.port_help : "TCP port of the out-of-band exchange", kDefaultTcpPort);
         std::printf("      --timeout=SECS    client connect retries and every wait on the peer\n"
                     "                        (default: %d; a server waits for its first client\n"
                     "                        without limit unless --timeout is given)\n",

@@ -55,6 +55,9 @@ struct Usage {
     const char* summary;    // one line: what the lesson does
     bool network = true;    // false: the lesson has no peer (-p, --timeout not shown)
     const char* notes = nullptr;  // extra lines printed after the options
+    // What -p means, when it is not the TCP port of the out-of-band exchange
+    // (lesson 9: the RDMA CM port). nullptr: the usual text.
+    const char* port_help = nullptr;
 };
 
 // Parse argv; on -h print the usage and exit 0; on misuse print one line and exit 2.
