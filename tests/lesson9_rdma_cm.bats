@@ -113,6 +113,7 @@ teardown() { lesson_teardown; }
 @test "-h says -p is an RDMA CM port and lists -b and -P with their defaults" {
   run ./lesson9 -h
   assert_success
+  assert_line --regexp '^  -p, --port=PORT +RDMA CM port the server listens on, the client connects to \(default: 18515\)$'
   assert_output --partial "-p is the RDMA CM port"
   assert_line --partial "-b, --bind=ADDR"
   assert_line --partial "-P, --pdata-version=N"
