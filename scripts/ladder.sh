@@ -26,7 +26,7 @@ fields=(frame.number frame.time_relative ip.src ip.dst
   infiniband.reth.va infiniband.reth.r_key infiniband.reth.dmalen
   infiniband.immdt infiniband.atomiceth.swapdt infiniband.atomiceth.cmpdt
   infiniband.atomicacketh.origremdt infiniband.aeth.syndrome.opcode infiniband.aeth.msn
-  tcp.srcport tcp.dstport tcp.len _ws.col.Info)
+  tcp.srcport tcp.dstport tcp.len _ws.col.Info tcp.payload)
 args=()
 for f in "${fields[@]}"; do args+=(-e "$f"); done
 
@@ -36,13 +36,23 @@ tshark -r "$pcap" --disable-heuristic rpcrdma_infiniband \
   -Y 'infiniband || (tcp && tcp.len > 0)' -T fields -E separator='|' -E occurrence=f "${args[@]}" 2>/dev/null |
   awk -F'|' -v S="$server_ip" -v C="$client_ip" '
     function who(ip) { return ip == S ? "server" : ip == C ? "client" : ip }
+    # Hex ("52:54:52:21" or "52545221") to printable ASCII, "." for the rest.
+    function ascii(hex,   h, out, i, v) {
+      h = tolower(hex); gsub(/:/, "", h); out = ""
+      for (i = 1; i < length(h); i += 2) {
+        v = index("0123456789abcdef", substr(h, i, 1)) * 16 + index("0123456789abcdef", substr(h, i + 1, 1)) - 17
+        out = out (v >= 32 && v < 127 ? sprintf("%c", v) : ".")
+      }
+      return out
+    }
     BEGIN { printf "%5s %8s  %-18s  %s\n", "frame", "time", "direction", "packet" }
     {
       dir = sprintf("%s -> %s", who($3), who($4))
       if ($5 != "") {                                   # RoCE v2: BTH present
         info = $20; sub(/ QP=.*/, "", info)             # Wireshark names the opcode
         line = sprintf("%s (op %s)  qp %s psn %s", info, $5, $6, $7)
-        if ($8 != "")  line = line sprintf("  RETH va=%s rkey=%s len=%s", $8, $9, $10)
+        if ($8 != "" && $10 != "") line = line sprintf("  RETH va=%s rkey=%s len=%s", $8, $9, $10)
+        else if ($8 != "") line = line sprintf("  va=%s rkey=%s", $8, $9)   # the target of an AtomicETH
         if ($11 != "") line = line sprintf("  ImmDt=%s", $11)
         if ($12 != "") line = line sprintf("  AtomicETH swap/add=%s compare=%s", $12, $13)
         if ($14 != "") line = line sprintf("  AtomicAckETH orig=%s", $14)
@@ -53,6 +63,8 @@ tshark -r "$pcap" --disable-heuristic rpcrdma_infiniband \
         }
       } else {                                          # the out-of-band exchange
         line = sprintf("TCP %s -> %s, %s bytes (out-of-band exchange)", $17, $18, $19)
+        if ($19 == 54) line = line " PeerInfo: QPN, PSN, GID, MTU, buffer"
+        if ($19 == 4) line = line sprintf(" \"%s\"", ascii($21))       # a control token: DONE, RTR!
       }
       printf "%5s %8.3f  %-18s  %s\n", $1, $2, dir, line
     }'

@@ -54,6 +54,10 @@ capture() {
 @test "lesson 6 across two guests: an RDMA READ Request answered by a READ Response" {
   capture 6
   assert_output --partial '[b] result: read 25 bytes: "text in the server memory"'
+  # The ladder: the request carries the server's buffer, the client's DONE follows on TCP.
+  assert_output --regexp 'client -> server +RC RDMA Read Request \(op 12\).*RETH va=0x[0-9a-f]+ rkey=0x[0-9a-f]+ len=25'
+  assert_output --regexp 'server -> client +RC RDMA Read Response Only \(op 16\)'
+  assert_output --partial '4 bytes (out-of-band exchange) "DONE"'
   run opcodes 6
   assert_line "12"   # RDMA READ Request
   assert_line "16"   # RDMA READ Response Only
@@ -62,6 +66,9 @@ capture() {
 @test "lesson 7 across two guests: FetchAdd and CmpSwap, each answered by an Atomic Acknowledge" {
   capture 7
   assert_output --partial "[a] result: counter = 3"
+  # The ladder: each Atomic Acknowledge carries the value before the add: 0, 1, 2.
+  assert_output --regexp 'RC Atomic Acknowledge \(op 18\).*AtomicAckETH orig=0 '
+  assert_output --regexp 'RC Atomic Acknowledge \(op 18\).*AtomicAckETH orig=2 '
   run opcodes 7
   assert_line "20"   # FetchAdd
   assert_line "19"   # CmpSwap
