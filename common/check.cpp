@@ -43,6 +43,24 @@ void result_error(const std::string& what) {
     std::exit(1);
 }
 
+std::string printable(const char* data, size_t len) {
+    std::string out;
+    for (size_t i = 0; i < len; ++i) {
+        const unsigned char c = static_cast<unsigned char>(data[i]);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20 || c == 0x7f) {
+            char hex[5];
+            std::snprintf(hex, sizeof hex, "\\x%02x", c);
+            out += hex;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 void fail_call(const char* call, int err, const char* hint) {
     fail(std::string(call) + " failed: " + errno_str(err), hint ? hint : "");
 }

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cerrno>
+#include <cstddef>
 #include <string>
 
 namespace wb {
@@ -45,6 +46,11 @@ void warn(const std::string& what);
 // message that does not fit): print "result: error: what" on stdout, the
 // lesson's last line, and exit(1).
 [[noreturn]] void result_error(const std::string& what);
+
+// `len` bytes of peer-supplied text as it may appear between quotes on one
+// line: quotes, backslashes and control bytes escaped (\x07), so a peer that
+// sends binary cannot garble the terminal or break a "result:" line.
+std::string printable(const char* data, size_t len);
 
 // Implementation of the macros below; call the macros, not these.
 [[noreturn]] void fail_call(const char* call, int err, const char* hint);

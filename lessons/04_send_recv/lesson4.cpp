@@ -47,31 +47,16 @@
 #include "exchange.hpp"
 #include "handles.hpp"
 #include "options.hpp"
+#include "sum_protocol.hpp"
 
 namespace {
 
 constexpr uint16_t kLesson = 4;  // sent in the exchange: a lesson-4 client only talks to a lesson-4 server
 
-// The wire format of the two messages. Each travels as one SEND. The
-// integers are big-endian (network byte order): htobe64 on the way out,
-// be64toh on the way in (not htonl, which converts only 32 bits). A signed
-// int64 travels as its two's-complement bit pattern.
-struct SumRequest {          // client -> server, exactly 16 bytes
-    uint64_t a;              // int64, big-endian
-    uint64_t b;              // int64, big-endian
-};
-struct SumResponse {         // server -> client, exactly 16 bytes
-    uint32_t status;         // big-endian: one of SumStatus
-    uint32_t reserved;       // zero; keeps `sum` on an 8-byte boundary
-    uint64_t sum;            // int64, big-endian; meaningful only when status is kSumOk
-};
-static_assert(sizeof(SumRequest) == 16 && sizeof(SumResponse) == 16, "no padding on the wire");
-
-enum SumStatus : uint32_t {
-    kSumOk = 0,          // sum holds a + b
-    kSumOverflow = 1,    // a + b does not fit in a signed 64-bit integer
-    kSumBadRequest = 2,  // the request was not exactly sizeof(SumRequest) bytes
-};
+// The wire format of the two messages, SumRequest and SumResponse, lives in
+// common/sum_protocol.hpp (lessons 8 and 9 reuse it): two fixed 16-byte
+// structs, integers big-endian, and a status in the response so that the
+// server can tell the client why it did not answer with a sum.
 
 // The server's receive buffer is larger than a request, so that a message of
 // the wrong length still lands and byte_len can tell us how long it was (a
@@ -142,7 +127,7 @@ int main(int argc, char** argv) {
     const int64_t a = is_server ? 0 : wb::parse_i64(opt.args[1], "A");
     const int64_t b = is_server ? 0 : wb::parse_i64(opt.args[2], "B");
     const uint32_t send_bytes = send_bytes_text.empty()
-                                    ? sizeof(SumRequest)
+                                    ? sizeof(wb::SumRequest)
                                     : static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes));
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
@@ -176,7 +161,7 @@ int main(int argc, char** argv) {
     //    our memory (the receive we post decides where it lands). The send
     //    buffer: no flag at all: the NIC only reads it, and local read access
     //    is always granted.
-    const uint32_t recv_len = is_server ? kRecvBufferBytes : sizeof(SumResponse);
+    const uint32_t recv_len = is_server ? kRecvBufferBytes : sizeof(wb::SumResponse);
     wb::Buffer recv_buf = wb::alloc_buffer(recv_len);
     wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), recv_len, IBV_ACCESS_LOCAL_WRITE),
                                        "ulimit -l: is locked memory limited?")};
@@ -230,47 +215,27 @@ int main(int argc, char** argv) {
         const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
         std::printf("server: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
 
-        SumResponse response{};
-        std::string failure;  // set when the answer is an error
-        int64_t x = 0, y = 0, sum = 0;
-        if (wc.byte_len != sizeof(SumRequest)) {
-            // Never read beyond what arrived: the rest of the buffer is stale.
-            response.status = htobe32(kSumBadRequest);
-            failure = "the request was " + std::to_string(wc.byte_len) + " bytes, a sum request is exactly " +
-                      std::to_string(sizeof(SumRequest));
-        } else {
-            SumRequest request;
-            std::memcpy(&request, recv_buf.get(), sizeof request);
-            x = static_cast<int64_t>(be64toh(request.a));
-            y = static_cast<int64_t>(be64toh(request.b));
-            std::printf("server: request %" PRId64 " + %" PRId64 "\n", x, y);
-            if (__builtin_add_overflow(x, y, &sum)) {  // true when the exact sum does not fit in int64
-                response.status = htobe32(kSumOverflow);
-                failure = std::to_string(x) + " + " + std::to_string(y) + " overflows a signed 64-bit integer";
-            } else {
-                response.status = htobe32(kSumOk);
-                response.sum = htobe64(static_cast<uint64_t>(sum));
-            }
-        }
+        // The application's part (common/sum_protocol.cpp): decode exactly
+        // one request, never reading beyond byte_len; add with overflow check.
+        const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get(), wc.byte_len);
+        if (wc.byte_len == sizeof(wb::SumRequest))
+            std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
 
         // 10. SEND the response, errors included, so that the client can say
         //    why. Its receive was posted before the exchange, so it is there.
-        std::memcpy(send_buf.get(), &response, sizeof response);
-        post_send(qp.get(), send_mr.get(), sizeof response);
+        std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
+        post_send(qp.get(), send_mr.get(), sizeof answer.response);
         wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response", conn);
-        std::printf("server: response sent (status %u)\n", be32toh(response.status));
-        if (!failure.empty()) wb::result_error(failure);
-        std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", x, y, sum);
+        std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
+        if (!answer.error.empty()) wb::result_error(answer.error);
+        std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
         return 0;
     }
 
     // Client.
     // 9. SEND the request: A and B in network byte order. With -B the client
     //    sends a different length on purpose (the rest is zero bytes).
-    const SumRequest request = {
-        .a = htobe64(static_cast<uint64_t>(a)),
-        .b = htobe64(static_cast<uint64_t>(b)),
-    };
+    const wb::SumRequest request = wb::make_sum_request(a, b);
     std::memcpy(send_buf.get(), &request, sizeof request);
     std::printf("client: sending %" PRId64 " and %" PRId64 " (%u bytes)\n", a, b, send_bytes);
     post_send(qp.get(), send_mr.get(), send_bytes);
@@ -281,22 +246,11 @@ int main(int argc, char** argv) {
     // 10. The response arrives in the receive we posted in step 5.
     const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the server's response (RECV)", conn);
     std::printf("client: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
-    if (wc.byte_len != sizeof(SumResponse))
-        wb::result_error("the server's response was " + std::to_string(wc.byte_len) + " bytes, expected " +
-                     std::to_string(sizeof(SumResponse)));
-    SumResponse response;
-    std::memcpy(&response, recv_buf.get(), sizeof response);
-    switch (be32toh(response.status)) {
-    case kSumOk:
-        std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b,
-                    static_cast<int64_t>(be64toh(response.sum)));
-        return 0;
-    case kSumOverflow:
-        wb::result_error(std::to_string(a) + " + " + std::to_string(b) + " overflows a signed 64-bit integer");
-    case kSumBadRequest:
-        wb::result_error("the server refused the request: it was " + std::to_string(send_bytes) +
-                     " bytes, not " + std::to_string(sizeof(SumRequest)));
-    default:
-        wb::result_error("the server answered with unknown status " + std::to_string(be32toh(response.status)));
-    }
+    const wb::SumResult r = wb::read_sum_response(recv_buf.get(), wc.byte_len, a, b);
+    if (r.status == wb::kSumBadRequest)  // we know what we sent: say it
+        wb::result_error("the server refused the request: it was " + std::to_string(send_bytes) + " bytes, not " +
+                         std::to_string(sizeof(wb::SumRequest)));
+    if (!r.error.empty()) wb::result_error(r.error);
+    std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b, r.sum);
+    return 0;
 }

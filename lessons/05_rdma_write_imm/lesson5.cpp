@@ -52,26 +52,6 @@ constexpr int64_t kDefaultBufferBytes = 4096;
 constexpr int64_t kMaxBufferBytes = 1 << 20;  // 1 MiB: -s may not ask for more
 const char* const kDefaultMessage = "Hello from the client, by RDMA WRITE with immediate";
 
-// The text between quotes in the result line: quotes, backslashes and
-// control bytes escaped, so a client that writes binary cannot garble the
-// terminal or break the line.
-std::string printable(const char* data, size_t len) {
-    std::string out;
-    for (size_t i = 0; i < len; ++i) {
-        const unsigned char c = static_cast<unsigned char>(data[i]);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += static_cast<char>(c);
-        } else if (c < 0x20 || c == 0x7f) {
-            char hex[5];
-            std::snprintf(hex, sizeof hex, "\\x%02x", c);
-            out += hex;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out;
-}
 
 }  // namespace
 
@@ -190,7 +170,7 @@ int main(int argc, char** argv) {
         if (length > buffer_bytes)
             wb::result_error("the client says it wrote " + std::to_string(length) + " bytes, but the buffer holds " +
                          std::to_string(buffer_bytes) + ": not reading beyond it");
-        std::printf("result: received %u bytes: \"%s\"\n", length, printable(buf.get(), length).c_str());
+        std::printf("result: received %u bytes: \"%s\"\n", length, wb::printable(buf.get(), length).c_str());
         return 0;
     }
 

@@ -50,21 +50,6 @@ constexpr uint8_t kReadsInFlight = 1;
 // argv strings cannot contain a NUL byte, so this value means "-m not given".
 const std::string kNotGiven(1, '\0');
 
-// The text as it will appear between quotes: control bytes and quotes escaped,
-// so a peer that sends binary cannot garble the terminal or the result line.
-std::string printable(const char* data, size_t len) {
-    std::string out;
-    for (size_t i = 0; i < len; ++i) {
-        unsigned char c = static_cast<unsigned char>(data[i]);
-        if (c == '"' || c == '\\') out += std::string("\\") + static_cast<char>(c);
-        else if (c < 0x20 || c == 0x7f) {
-            char hex[5];
-            std::snprintf(hex, sizeof hex, "\\x%02x", c);
-            out += hex;
-        } else out += static_cast<char>(c);
-    }
-    return out;
-}
 
 }  // namespace
 
@@ -228,6 +213,6 @@ int main(int argc, char** argv) {
 
     // 8. Tell the server we are done, so that it may exit and free its buffer.
     wb::send_token(conn, "DONE");
-    std::printf("result: read %u bytes: \"%s\"\n", peer.length, printable(buf.get(), peer.length).c_str());
+    std::printf("result: read %u bytes: \"%s\"\n", peer.length, wb::printable(buf.get(), peer.length).c_str());
     return 0;
 }

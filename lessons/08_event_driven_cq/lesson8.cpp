@@ -51,30 +51,14 @@
 #include "exchange.hpp"
 #include "handles.hpp"
 #include "options.hpp"
+#include "sum_protocol.hpp"
 
 namespace {
 
 constexpr uint16_t kLesson = 8;  // sent in the exchange: a lesson-8 client only talks to a lesson-8 server
 
-// The wire format of lesson 4, unchanged. Each travels as one SEND. The
-// integers are big-endian (network byte order): htobe64 on the way out,
-// be64toh on the way in. A signed int64 travels as its two's-complement bits.
-struct SumRequest {          // client -> server, exactly 16 bytes
-    uint64_t a;              // int64, big-endian
-    uint64_t b;              // int64, big-endian
-};
-struct SumResponse {         // server -> client, exactly 16 bytes
-    uint32_t status;         // big-endian: one of SumStatus
-    uint32_t reserved;       // zero; keeps `sum` on an 8-byte boundary
-    uint64_t sum;            // int64, big-endian; meaningful only when status is kSumOk
-};
-static_assert(sizeof(SumRequest) == 16 && sizeof(SumResponse) == 16, "no padding on the wire");
-
-enum SumStatus : uint32_t {
-    kSumOk = 0,          // sum holds a + b
-    kSumOverflow = 1,    // a + b does not fit in a signed 64-bit integer
-    kSumBadRequest = 2,  // the request was not exactly sizeof(SumRequest) bytes
-};
+// The wire format of lesson 4, unchanged: SumRequest and SumResponse in
+// common/sum_protocol.hpp, 16 bytes each, integers big-endian.
 
 // The server posts this many receives before the client connects and never
 // re-posts them, so a client may send at most this many requests (-n). Each
@@ -354,32 +338,17 @@ int main(int argc, char** argv) {
                 // A request in receive slot i: check it, add, answer from send slot i.
                 const auto i = static_cast<uint32_t>(wc.wr_id);
                 ++requests;
-                SumResponse response{};
-                if (wc.byte_len != sizeof(SumRequest)) {
-                    // Never read beyond what arrived: the rest of the slot is stale.
-                    response.status = htobe32(kSumBadRequest);
-                    std::printf("server: request %u: %u bytes, a sum request is exactly %zu\n", requests,
-                                wc.byte_len, sizeof(SumRequest));
-                    ++failures;
+                // Decode exactly one request and add it (common/sum_protocol.cpp).
+                const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get() + i * kSlotBytes, wc.byte_len);
+                if (answer.error.empty()) {
+                    std::printf("server: request %u: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", requests, answer.a,
+                                answer.b, answer.sum);
                 } else {
-                    SumRequest request;
-                    std::memcpy(&request, recv_buf.get() + i * kSlotBytes, sizeof request);
-                    const auto x = static_cast<int64_t>(be64toh(request.a));
-                    const auto y = static_cast<int64_t>(be64toh(request.b));
-                    int64_t sum = 0;
-                    if (__builtin_add_overflow(x, y, &sum)) {
-                        response.status = htobe32(kSumOverflow);
-                        std::printf("server: request %u: %" PRId64 " + %" PRId64 " overflows int64\n", requests, x, y);
-                        ++failures;
-                    } else {
-                        response.status = htobe32(kSumOk);
-                        response.sum = htobe64(static_cast<uint64_t>(sum));
-                        std::printf("server: request %u: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", requests, x, y,
-                                    sum);
-                    }
+                    std::printf("server: request %u: %s\n", requests, answer.error.c_str());
+                    ++failures;
                 }
-                std::memcpy(send_buf.get() + i * kSlotBytes, &response, sizeof response);
-                post_send(qp.get(), send_mr.get(), i, sizeof response);
+                std::memcpy(send_buf.get() + i * kSlotBytes, &answer.response, sizeof answer.response);
+                post_send(qp.get(), send_mr.get(), i, sizeof answer.response);
             }
         }
         // 8. Every event acknowledged before the CQ is destroyed (at the end
@@ -397,10 +366,7 @@ int main(int argc, char** argv) {
 
     // Client.
     // 7. SEND all COUNT requests at once, each from its own slot.
-    const SumRequest request = {
-        .a = htobe64(static_cast<uint64_t>(a)),
-        .b = htobe64(static_cast<uint64_t>(b)),
-    };
+    const wb::SumRequest request = wb::make_sum_request(a, b);
     for (uint32_t i = 0; i < count; ++i) {
         std::memcpy(send_buf.get() + i * kSlotBytes, &request, sizeof request);
         post_send(qp.get(), send_mr.get(), i, sizeof request);
@@ -411,7 +377,7 @@ int main(int argc, char** argv) {
     //    answers until all COUNT of each are in. The server writes nothing
     //    on TCP meanwhile, so the TCP fd turning readable means it went away.
     uint32_t sent = 0, answers = 0;
-    SumResponse response{};
+    int64_t sum = 0;
     std::string failure;
     while (sent < count || answers < count) {
         const Ready ready = wait_for_news(channel.get(), conn.fd(), opt.timeout_s, "the server's answers");
@@ -426,16 +392,9 @@ int main(int argc, char** argv) {
                     continue;
                 }
                 ++answers;
-                if (wc.byte_len != sizeof(SumResponse)) {
-                    failure = "an answer was " + std::to_string(wc.byte_len) + " bytes, expected " +
-                              std::to_string(sizeof(SumResponse));
-                    continue;
-                }
-                std::memcpy(&response, recv_buf.get() + wc.wr_id * kSlotBytes, sizeof response);
-                if (be32toh(response.status) == kSumOverflow)
-                    failure = std::to_string(a) + " + " + std::to_string(b) + " overflows a signed 64-bit integer";
-                else if (be32toh(response.status) != kSumOk)
-                    failure = "the server answered with status " + std::to_string(be32toh(response.status));
+                const wb::SumResult r = wb::read_sum_response(recv_buf.get() + wc.wr_id * kSlotBytes, wc.byte_len, a, b);
+                if (!r.error.empty()) failure = r.error;
+                else sum = r.sum;
             }
         } else if (ready.tcp) {
             wb::fail("the server " + conn.peer() + " closed the connection before answering every request",
@@ -450,6 +409,6 @@ int main(int argc, char** argv) {
     std::printf("events: %lu, completions: %lu, empty events: %lu\n", counts.events, counts.completions,
                 counts.empty_events);
     if (!failure.empty()) wb::result_error(failure);
-    std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b, static_cast<int64_t>(be64toh(response.sum)));
+    std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b, sum);
     return 0;
 }

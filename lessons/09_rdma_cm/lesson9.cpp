@@ -55,28 +55,12 @@
 #include "connect.hpp"
 #include "handles.hpp"
 #include "options.hpp"
+#include "sum_protocol.hpp"
 
 namespace {
 
-// The wire format of lesson 4, unchanged. Each travels as one SEND. The
-// integers are big-endian (network byte order): htobe64 on the way out,
-// be64toh on the way in. A signed int64 travels as its two's-complement bits.
-struct SumRequest {          // client -> server, exactly 16 bytes
-    uint64_t a;              // int64, big-endian
-    uint64_t b;              // int64, big-endian
-};
-struct SumResponse {         // server -> client, exactly 16 bytes
-    uint32_t status;         // big-endian: one of SumStatus
-    uint32_t reserved;       // zero; keeps `sum` on an 8-byte boundary
-    uint64_t sum;            // int64, big-endian; meaningful only when status is kSumOk
-};
-static_assert(sizeof(SumRequest) == 16 && sizeof(SumResponse) == 16, "no padding on the wire");
-
-enum SumStatus : uint32_t {
-    kSumOk = 0,          // sum holds a + b
-    kSumOverflow = 1,    // a + b does not fit in a signed 64-bit integer
-    kSumBadRequest = 2,  // the request was not exactly sizeof(SumRequest) bytes
-};
+// The wire format of lesson 4, unchanged: SumRequest and SumResponse in
+// common/sum_protocol.hpp, 16 bytes each, integers big-endian.
 
 // The server's receive buffer is larger than a request, so that a message of
 // the wrong length still lands and byte_len can tell us how long it was.
@@ -304,8 +288,8 @@ int main(int argc, char** argv) {
     // Memory as in lesson 4: a receive buffer our NIC writes (LOCAL_WRITE),
     // a send buffer it only reads (no flag). No REMOTE_* flag: a SEND never
     // names our memory. Registered once we know the device (step 3).
-    const uint32_t recv_len = is_server ? kRecvBufferBytes : sizeof(SumResponse);
-    const uint32_t send_len = is_server ? sizeof(SumResponse) : sizeof(SumRequest);
+    const uint32_t recv_len = is_server ? kRecvBufferBytes : sizeof(wb::SumResponse);
+    const uint32_t send_len = is_server ? sizeof(wb::SumResponse) : sizeof(wb::SumRequest);
     wb::Buffer recv_buf = wb::alloc_buffer(recv_len);
     wb::Buffer send_buf = wb::alloc_buffer(send_len);
 
@@ -382,34 +366,16 @@ int main(int argc, char** argv) {
         const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)");
         std::printf("server: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
 
-        SumResponse response{};
-        std::string failure;  // set when the answer is an error
-        int64_t x = 0, y = 0, sum = 0;
-        if (wc.byte_len != sizeof(SumRequest)) {
-            // Never read beyond what arrived: the rest of the buffer is stale.
-            response.status = htobe32(kSumBadRequest);
-            failure = "the request was " + std::to_string(wc.byte_len) + " bytes, a sum request is exactly " +
-                      std::to_string(sizeof(SumRequest));
-        } else {
-            SumRequest request;
-            std::memcpy(&request, recv_buf.get(), sizeof request);
-            x = static_cast<int64_t>(be64toh(request.a));
-            y = static_cast<int64_t>(be64toh(request.b));
-            std::printf("server: request %" PRId64 " + %" PRId64 "\n", x, y);
-            if (__builtin_add_overflow(x, y, &sum)) {
-                response.status = htobe32(kSumOverflow);
-                failure = std::to_string(x) + " + " + std::to_string(y) + " overflows a signed 64-bit integer";
-            } else {
-                response.status = htobe32(kSumOk);
-                response.sum = htobe64(static_cast<uint64_t>(sum));
-            }
-        }
+        // The application's part, as in lesson 4 (common/sum_protocol.cpp).
+        const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get(), wc.byte_len);
+        if (wc.byte_len == sizeof(wb::SumRequest))
+            std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
 
         // 7. SEND the response, errors included (lesson 4's step 9).
-        std::memcpy(send_buf.get(), &response, sizeof response);
-        post_send(id->qp, send_mr.get(), sizeof response);
+        std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
+        post_send(id->qp, send_mr.get(), sizeof answer.response);
         wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response");
-        std::printf("server: response sent (status %u)\n", be32toh(response.status));
+        std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
 
         // 8. The client disconnects (a DisconnectRequest); rdma_disconnect
         //    on our side answers it (a DisconnectReply).
@@ -421,8 +387,8 @@ int main(int argc, char** argv) {
         // 9. Teardown: the QP by hand, before the CQs and PD it uses; the
         //    handles then release MRs, CQs, PD, the two ids and the channel.
         rdma_destroy_qp(id.get());
-        if (!failure.empty()) wb::result_error(failure);
-        std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", x, y, sum);
+        if (!answer.error.empty()) wb::result_error(answer.error);
+        std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
         return 0;
     }
 
@@ -542,10 +508,7 @@ int main(int argc, char** argv) {
     std::printf("client: QP 0x%x is RTS, connected to the server's QP 0x%x\n", id->qp->qp_num, peer_qpn);
 
     // 6. SEND the request: lesson 4's step 8, unchanged.
-    const SumRequest request = {
-        .a = htobe64(static_cast<uint64_t>(a)),
-        .b = htobe64(static_cast<uint64_t>(b)),
-    };
+    const wb::SumRequest request = wb::make_sum_request(a, b);
     std::memcpy(send_buf.get(), &request, sizeof request);
     std::printf("client: sending %" PRId64 " and %" PRId64 " (%zu bytes)\n", a, b, sizeof request);
     post_send(id->qp, send_mr.get(), sizeof request);
@@ -564,21 +527,8 @@ int main(int argc, char** argv) {
     // 9. Teardown: the QP by hand; the handles release the rest in reverse order.
     rdma_destroy_qp(id.get());
 
-    if (wc.byte_len != sizeof(SumResponse))
-        wb::result_error("the server's response was " + std::to_string(wc.byte_len) + " bytes, expected " +
-                     std::to_string(sizeof(SumResponse)));
-    SumResponse response;
-    std::memcpy(&response, recv_buf.get(), sizeof response);
-    switch (be32toh(response.status)) {
-    case kSumOk:
-        std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b,
-                    static_cast<int64_t>(be64toh(response.sum)));
-        return 0;
-    case kSumOverflow:
-        wb::result_error(std::to_string(a) + " + " + std::to_string(b) + " overflows a signed 64-bit integer");
-    case kSumBadRequest:
-        wb::result_error("the server refused the request as malformed");
-    default:
-        wb::result_error("the server answered with unknown status " + std::to_string(be32toh(response.status)));
-    }
+    const wb::SumResult r = wb::read_sum_response(recv_buf.get(), wc.byte_len, a, b);
+    if (!r.error.empty()) wb::result_error(r.error);
+    std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b, r.sum);
+    return 0;
 }
