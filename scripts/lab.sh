@@ -448,6 +448,7 @@ cmd_run() {
         -add-fd fd=6,set=6 -chardev file,id=err,path=/dev/fdset/6,append=on -serial chardev:err
     )
     local qemu_status=0
+    : >"$RUNDIR/console.log" # there even if qemu fails to start
     start_guest </dev/null 5>&1 6>&2 3>&-
     wait "$GUEST_PID" || qemu_status=$?
     local status
@@ -541,6 +542,7 @@ cmd_pair() {
         mkfifo "$RUNDIR/stdout-$role.fifo" "$RUNDIR/stderr-$role.fifo"
         sed -u "s/^/[$role] /" <"$RUNDIR/stdout-$role.fifo" 3>&- &
         sed -u "s/^/[$role] /" <"$RUNDIR/stderr-$role.fifo" >&2 3>&- &
+        : >"$RUNDIR/console-$role.log" # there even if qemu fails to start
         start_guest </dev/null >"$RUNDIR/qemu-$role.log" 2>&1 3>&-
         pid[$role]=$GUEST_PID
     done
@@ -560,6 +562,13 @@ cmd_pair() {
             [ "$qemu_status" = "$STATUS_TIMEOUT" ] && status=$STATUS_TIMEOUT
         fi
         result[$role]=$status
+    done
+    # A sed still waiting to open its fifo (its qemu never started) would
+    # wait forever: open each fifo once read-write (never blocks), close it.
+    local fifo fd
+    for fifo in "$RUNDIR"/*.fifo; do
+        exec {fd}<>"$fifo"
+        exec {fd}>&-
     done
     wait # the sed prefixers
     echo "lab.sh: a exited ${result[a]}, b exited ${result[b]}" >&2
