@@ -108,6 +108,18 @@ probe_stdout() {
     assert_output --partial "no command"
 }
 
+@test "without qemu, lab.sh says to run scripts/install_deps.sh and exits 125" {
+    # A PATH with what lab.sh needs before its checks, and no qemu.
+    local tool
+    mkdir "$BATS_TEST_TMPDIR/bin"
+    for tool in bash dirname uname git; do
+        ln -s "$(command -v "$tool")" "$BATS_TEST_TMPDIR/bin/$tool"
+    done
+    PATH="$BATS_TEST_TMPDIR/bin" run -125 "$CLONE/scripts/lab.sh" run -- true
+    assert_equal "${#lines[@]}" 1
+    assert_output --partial "qemu-system-x86_64 not found: run scripts/install_deps.sh"
+}
+
 @test "a guest that outlives --timeout is killed and lab.sh exits 124" {
     run -124 "$CLONE/scripts/lab.sh" run --timeout 2 -- sleep 600
     assert_output --partial "timed out after 2 s"
