@@ -226,6 +226,9 @@ fetch_kernel() {
         [ -e "$KDIR/root/lib/modules/$kver/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko" ] ||
             fail "$package has no rdma_rxe module"
         touch "$KDIR/unpacked"
+        # Older kernels' folders (400 MB each) are no longer used.
+        find "$cache" -mindepth 1 -maxdepth 1 -name 'linux-image-*' \
+            ! -name "$package" -exec rm -rf {} +
     fi
     KERNEL="$KDIR/root/boot/vmlinuz-$kver"
     if [ -e "$KDIR/vmlinux" ]; then
