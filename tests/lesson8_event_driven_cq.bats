@@ -125,7 +125,7 @@ counts_of() {
   wait_server 15
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_OUT"
-  assert_line "server: request 1: 9223372036854775807 + 1 overflows int64"
+  assert_line "server: request 1: 9223372036854775807 + 1 overflows a signed 64-bit integer"
   assert_line "result: error: 1 of 1 requests failed (overflow or bad length); the client was told"
 }
 
