@@ -21,6 +21,11 @@ opcodes() {
   tshark -r "captures/lesson$1.pcap" -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null
 }
 
+# tshark on a capture, without its "running as root" warning on stderr.
+tshark_quiet() {
+  tshark "$@" 2>/dev/null
+}
+
 # Run `make capture LESSON=$1` (bounded) and check that it succeeded on both guests.
 capture() {
   run timeout 300 make -s capture LESSON="$1"
@@ -46,7 +51,7 @@ capture() {
   assert_line "11"   # RDMA WRITE Only with Immediate
   assert_line "17"
   refute_line "4"    # no SEND: the data arrives by WRITE
-  run tshark -r captures/lesson5.pcap -Y 'infiniband.bth.opcode == 11' -T fields -E occurrence=f \
+  run tshark_quiet -r captures/lesson5.pcap -Y 'infiniband.bth.opcode == 11' -T fields -E occurrence=f \
     -e infiniband.reth.dmalen -e infiniband.immdt
   assert_output --regexp '^19[[:space:]]+0*13$'   # 19 bytes, immediate = 19 (0x13)
 }
@@ -90,9 +95,9 @@ capture() {
   run opcodes 9
   assert_line "100"  # UD SEND Only: the CM's MADs
   assert_line "4"
-  run tshark -r captures/lesson9.pcap -Y 'infiniband.bth.opcode == 100' -T fields -e infiniband.bth.destqp
+  run tshark_quiet -r captures/lesson9.pcap -Y 'infiniband.bth.opcode == 100' -T fields -e infiniband.bth.destqp
   assert_line --regexp '^0x0+1$'   # addressed to QP1, the General Services QP
-  run bash -c "tshark -r captures/lesson9.pcap -Y infiniband 2>/dev/null"
+  run tshark_quiet -r captures/lesson9.pcap -Y infiniband
   assert_output --partial "ConnectRequest"
   assert_output --partial "ReadyToUse"
   assert_output --partial "DisconnectRequest"
