@@ -109,3 +109,25 @@ capture() {
   assert_output --partial "lesson 2 has no peer"
   assert_file_not_exists captures/lesson2.pcap
 }
+
+@test "scripts/capture.sh on a host whose rxe sits on a real netdev captures the lesson and prints its ladder" {
+  # Guest b plays a learner's real host: rxe0 on eth0, the server on another host (guest a).
+  run timeout 300 scripts/lab.sh pair --timeout 240 \
+    --a "./lesson4 --timeout 60" \
+    --b "scripts/capture.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 60 192.0.2.1 2 3"
+  assert_success
+  assert_output --partial "[b] capture.sh: capturing on eth0 (udp port 4791 or tcp port 18515) into /tmp/l4.pcap"
+  assert_output --partial "[b] result: 2 + 3 = 5"
+  assert_output --regexp '\[b\] +[0-9]+ +[0-9.]+ +192\.0\.2\.2 -> 192\.0\.2\.1 +RC Send Only \(op 4\)'
+  assert_output --regexp '\[b\] +[0-9]+ +[0-9.]+ +192\.0\.2\.1 -> 192\.0\.2\.2 +RC Acknowledge \(op 17\).*AETH ACK'
+  refute_output --partial "no RoCE packets captured"
+}
+
+@test "scripts/capture.sh warns that a peer on the same host puts nothing on the wire, and says so after" {
+  run timeout 200 scripts/lab.sh run --timeout 150 -- bash -c \
+    './lesson4 --timeout 30 >/dev/null & sleep 0.5; scripts/capture.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 30 127.0.0.1 2 3'
+  assert_success
+  assert_output --partial "result: 2 + 3 = 5"
+  assert_output --partial "warning: the peer is on this host; rxe loopback puts nothing on dummy0"
+  assert_output --partial "no RoCE packets captured: was the peer on this host (rxe loopback)?"
+}
