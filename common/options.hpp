@@ -58,6 +58,9 @@ struct Usage {
     // What -p means, when it is not the TCP port of the out-of-band exchange
     // (lesson 9: the RDMA CM port). nullptr: the usual text.
     const char* port_help = nullptr;
+    // True when numbers follow the host (lessons 4, 8, 9): -h then shows how
+    // to pass negative ones after --.
+    bool numbers_after_host = false;
 };
 
 // Parse argv; on -h print the usage and exit 0; on misuse print one line and exit 2.

@@ -100,6 +100,7 @@ args="
   assert_line --partial "-n, --count=N         a count, -100..100 (default: 1)"
   assert_line --partial "-v, --verbose"
   assert_line --partial "-h, --help"
+  assert_line --partial "HOST -- -3 5"   # numbers follow the host: say how to pass negative ones
   refute_line --partial "device="   # it exits before doing anything else
 }
 
@@ -114,6 +115,7 @@ args="
   assert_success
   refute_line --partial "--port"
   refute_line --partial "--timeout"
+  refute_line --partial "HOST -- -3 5"   # and no word about numbers after a host it does not take
   PROBE_NO_NETWORK=1 run --separate-stderr "$PROBE" -p 20001
   assert_usage_error "unknown option '-p'"
   PROBE_NO_NETWORK=1 run --separate-stderr "$PROBE" --timeout=5

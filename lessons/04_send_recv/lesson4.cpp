@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
                     "  lesson4 [options] HOST A B     client: send A and B, print the sum",
         .summary = "SEND/RECV: the client SENDs two signed 64-bit numbers, the server SENDs back the sum",
         .notes = "A and B are signed 64-bit integers; a sum that overflows is an error on both sides (exit 1).",
+        .numbers_after_host = true,
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();

@@ -219,6 +219,7 @@ int main(int argc, char** argv) {
                     "  lesson8 [options] [-n COUNT] HOST A B   client: send A and B COUNT times, print the sum",
         .summary = "lesson 4's sum service, event-driven: a completion channel and poll(), no busy polling",
         .notes = "A and B are signed 64-bit integers; a sum that overflows is an error on both sides (exit 1).",
+        .numbers_after_host = true,
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();

@@ -258,6 +258,7 @@ int main(int argc, char** argv) {
                  "used, -g is refused. A and B are signed 64-bit integers; a sum that overflows\n"
                  "is an error on both sides (exit 1).",
         .port_help = "RDMA CM port the server listens on, the client connects to",
+        .numbers_after_host = true,
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
         .synopsis = "[options] [HOST] [-- NUMBERS...]",
         .summary = "print what the shared option parser made of the command line",
         .network = !(no_network && std::string(no_network) == "1"),
+        .numbers_after_host = !(no_network && std::string(no_network) == "1"),
     };
     wb::Options opt = wb::parse_options(argc, argv, usage, extra);
 
