@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
     if (!opt.args.empty()) wb::usage_error("unexpected argument '" + opt.args[0] + "': lesson 3 takes no host");
 
     // This lesson keeps raw pointers and frees everything by hand at the end
-    // (step 9), to show the order. If a check fails on the way, the process
+    // (step 11), to show the order. If a check fails on the way, the process
     // exits and the kernel releases what it held.
     //
     // 1. Device and address (lessons 1 and 2): wb::open_device walks the
@@ -183,13 +183,13 @@ int main(int argc, char** argv) {
     ibv_qp* qa = CHECK_PTR(ibv_create_qp(pd, &qp_init));
     ibv_qp* qb = CHECK_PTR(ibv_create_qp(pd, &qp_init));
     const uint32_t qpn_a = qa->qp_num, qpn_b = qb->qp_num;  // 24-bit QP numbers, for the result line
-    std::printf("step 1: ibv_create_qp, two RC QPs sharing one CQ\n");
+    std::printf("step 4: ibv_create_qp, two RC QPs sharing one CQ\n");
     show_qp("A", qa);
     show_qp("B", qb);
 
     // 5. RESET -> INIT: bind the QP to a port and partition, and say what a
     //    peer's requests may do to our memory.
-    std::printf("step 2: RESET -> INIT\n");
+    std::printf("step 5: RESET -> INIT\n");
     ibv_qp_attr init_attr = {
         .qp_state = IBV_QPS_INIT,
         .qp_access_flags = 0,     // what the PEER may do here: nothing remote (SEND/RECV needs none;
@@ -216,11 +216,11 @@ int main(int argc, char** argv) {
     ibv_recv_wr recv_wr = {.wr_id = 2, .next = nullptr, .sg_list = &recv_sge, .num_sge = 1};
     ibv_recv_wr* bad_recv = nullptr;
     CHECK_RC(ibv_post_recv(qb, &recv_wr, &bad_recv));
-    std::printf("step 3: ibv_post_recv on B (in INIT, before RTR): %zu bytes at buf+%zu\n", kSlot, kSlot);
+    std::printf("step 6: ibv_post_recv on B (in INIT, before RTR): %zu bytes at buf+%zu\n", kSlot, kSlot);
 
     // 7. INIT -> RTR: tell each QP who its peer is. A's peer is B and B's is A.
     //    Each side picks a random 24-bit starting PSN (packet sequence number).
-    std::printf("step 4: INIT -> RTR\n");
+    std::printf("step 7: INIT -> RTR\n");
     const uint32_t psn_a = wb::random_psn(), psn_b = wb::random_psn();
     ibv_qp_attr bad = rtr_attr(a, qb->qp_num, psn_b);
     if (a.roce) {
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
     show_qp("B", qb);
 
     // 8. RTR -> RTS: our own first PSN, and how hard to try before giving up.
-    std::printf("step 5: RTR -> RTS\n");
+    std::printf("step 8: RTR -> RTS\n");
     auto rts_attr = [](uint32_t my_psn) {
         return ibv_qp_attr{
             .qp_state = IBV_QPS_RTS,
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
     show_qp("B", qb);
 
     // 9. Prove it: A SENDs the message; B's posted receive takes it.
-    std::printf("step 6: ibv_post_send on A: SEND \"%s\" (%zu bytes) to B\n", kMessage, sizeof kMessage);
+    std::printf("step 9: ibv_post_send on A: SEND \"%s\" (%zu bytes) to B\n", kMessage, sizeof kMessage);
     std::memcpy(send_buf, kMessage, sizeof kMessage);
     ibv_sge send_sge = {.addr = reinterpret_cast<uintptr_t>(send_buf), .length = sizeof kMessage, .lkey = mr->lkey};
     ibv_send_wr send_wr = {
@@ -288,7 +288,7 @@ int main(int argc, char** argv) {
     // 10. Poll the CQ by hand until both completions arrive: A's SEND (the
     //     peer acknowledged it) and B's RECV (the data is in recv_buf). Never
     //     wait forever: give up after kPollTimeoutSeconds.
-    std::printf("step 7: ibv_poll_cq until both completions arrive (at most %d s)\n", kPollTimeoutSeconds);
+    std::printf("step 10: ibv_poll_cq until both completions arrive (at most %d s)\n", kPollTimeoutSeconds);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kPollTimeoutSeconds);
     int completions = 0;
     uint32_t received = 0;
@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
 
     // 11. Teardown, by hand, in the order the verbs require: an object cannot
     //     go while another object uses it (the kernel says EBUSY).
-    std::printf("step 8: teardown\n");
+    std::printf("step 11: teardown\n");
     int rc = ibv_destroy_cq(cq);  // the QPs still use it: must fail
     if (rc == 0) wb::fail("ibv_destroy_cq succeeded while two QPs use the CQ");
     std::printf("  ibv_destroy_cq while the QPs use it -> refused: %s\n", wb::errno_str(rc).c_str());
