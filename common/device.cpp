@@ -12,8 +12,10 @@ namespace wb {
 
 Context open_device(const std::string& name) {
     int n = 0;
-    ibv_device** list = CHECK_PTR(ibv_get_device_list(&n),
-                                  "is the ib_uverbs module loaded and /dev/infiniband readable?");
+    const std::string hint = std::string("is the ib_uverbs module loaded? ENOSYS: this kernel has no RDMA; "
+                                         "run in the lab: scripts/lab.sh shell (or scripts/lab.sh run -- ./") +
+                             program_name() + " ...)";
+    ibv_device** list = CHECK_PTR(ibv_get_device_list(&n), hint.c_str());
     if (n == 0) {
         ibv_free_device_list(list);
         fail("no RDMA devices found",

@@ -42,9 +42,13 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
     const char* p = program_name();
     std::printf("%s - %s\n\nUsage:\n  %s %s\n\nOptions:\n", p, usage.summary, p, usage.synopsis);
     std::printf("  -d, --ib-dev=DEV      RDMA device (default: the first device found)\n");
-    std::printf("  -i, --ib-port=PORT    port of the device (default: 1)\n");
-    std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
-                "                        LID addressing on InfiniBand)\n");
+    if (usage.no_address_options) {
+        std::printf("  -i, -g                not taken: %s\n", usage.no_address_options);
+    } else {
+        std::printf("  -i, --ib-port=PORT    port of the device (default: 1)\n");
+        std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
+                    "                        LID addressing on InfiniBand)\n");
+    }
     if (usage.network) {
         std::printf("  -p, --port=PORT       %s (default: %u)\n",
                     usage.port_help ? usage.port_help : "TCP port of the out-of-band exchange", kDefaultTcpPort);

@@ -61,6 +61,9 @@ struct Usage {
     // True when numbers follow the host (lessons 4, 8, 9): -h then shows how
     // to pass negative ones after --.
     bool numbers_after_host = false;
+    // When the lesson does not take -i and -g (lesson 9: rdma_cm picks the
+    // port and GID from the IP address), why; -h shows this instead of them.
+    const char* no_address_options = nullptr;
 };
 
 // Parse argv; on -h print the usage and exit 0; on misuse print one line and exit 2.

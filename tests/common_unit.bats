@@ -230,7 +230,7 @@ args="
   run --separate-stderr build/tests/exchange_tcp refused
   assert_failure 1
   refute_output --partial "result:"
-  [[ "${stderr_lines[0]}" =~ ^"exchange_tcp: could not connect to 127.0.0.1:"[0-9]+" within 1 s ("[0-9]+" attempts, last: ECONNREFUSED (Connection refused))"$ ]]
+  [[ "${stderr_lines[0]}" =~ ^"exchange_tcp: could not connect to 127.0.0.1:"[0-9]+" within 1 s ("[0-9]+" attempt"s?", last: ECONNREFUSED (Connection refused))"$ ]]
   [[ "$stderr" == *"check: is the server running there with the same -p?"* ]]
 }
 

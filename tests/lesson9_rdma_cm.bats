@@ -110,9 +110,11 @@ teardown() { lesson_teardown; }
   refute_line --partial "result: "
 }
 
-@test "-h says -p is an RDMA CM port and lists -b and -P with their defaults" {
+@test "-h says -p is an RDMA CM port, that -i and -g are not taken, and lists -b and -P with their defaults" {
   run ./lesson9 -h
   assert_success
+  assert_line "  -i, -g                not taken: rdma_cm picks the port and GID from the IP address"
+  refute_line --partial "--gid-idx"
   assert_line --regexp '^  -p, --port=PORT +RDMA CM port the server listens on, the client connects to \(default: 18515\)$'
   assert_output --partial "-p is the RDMA CM port"
   assert_line --partial "-b, --bind=ADDR"
@@ -124,6 +126,9 @@ teardown() { lesson_teardown; }
   run --separate-stderr ./lesson9 -g 1
   assert_failure 2
   assert_equal "$stderr" "lesson9: -g does not apply: rdma_cm chooses the GID from the IP address (see lesson9 -h)"
+  run --separate-stderr ./lesson9 -i 2
+  assert_failure 2
+  assert_equal "$stderr" "lesson9: -i does not apply: rdma_cm chooses the port from the IP address (see lesson9 -h)"
   run --separate-stderr ./lesson9 -b 192.0.2.1 192.0.2.1 2 3
   assert_failure 2
   assert_equal "$stderr" "lesson9: -b is a server option (see lesson9 -h)"

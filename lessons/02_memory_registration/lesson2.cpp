@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     if (!opt.args.empty()) wb::usage_error("unexpected argument '" + opt.args[0] + "': lesson 2 takes no host");
 
     // The handles below are declared in creation order; C++ destroys them in
-    // reverse, which is the order rdma-core requires (see step 6).
+    // reverse, which is the order rdma-core requires (see step 7).
     //
     // 1. The device: wb::open_device is lesson 1's ibv_get_device_list +
     //    ibv_open_device walk (the first device, or -d).

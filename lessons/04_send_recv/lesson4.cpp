@@ -61,7 +61,8 @@ constexpr uint16_t kLesson = 4;  // sent in the exchange: a lesson-4 client only
 // The server's receive buffer is larger than a request, so that a message of
 // the wrong length still lands and byte_len can tell us how long it was (a
 // message larger than the whole buffer fails in the NIC instead, with
-// IBV_WC_LOC_LEN_ERR, see docs/lesson4-send-recv.md).
+// IBV_WC_LOC_LEN_ERR on most NICs; rxe reports IBV_WC_LOC_QP_OP_ERR here and
+// IBV_WC_REM_OP_ERR at the sender, see docs/lesson4-send-recv.md).
 constexpr uint32_t kRecvBufferBytes = 64;
 // The client can send up to this many bytes with -B, to play a misbehaving client.
 constexpr uint32_t kMaxSendBytes = 128;
@@ -75,7 +76,7 @@ constexpr uint64_t kSendId = 2;
 void post_receive(ibv_qp* qp, const ibv_mr* mr, uint32_t length) {
     ibv_sge sge = {
         .addr = reinterpret_cast<uintptr_t>(mr->addr),
-        .length = length,  // the most the NIC may write; a longer SEND fails with IBV_WC_LOC_LEN_ERR
+        .length = length,  // the most the NIC may write; a longer SEND fails (IBV_WC_LOC_LEN_ERR on most NICs)
         .lkey = mr->lkey,  // proves to our NIC that this memory is registered
     };
     ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};

@@ -254,11 +254,12 @@ int main(int argc, char** argv) {
         .summary = "lesson 4's sum service, connected with rdma_cm instead of a TCP side channel",
         .notes = "Here -p is the RDMA CM port (rdma_cm's own port space, not a TCP socket), and\n"
                  "HOST is an IP address on the server's RDMA netdev: rdma_cm picks the device,\n"
-                 "port and GID from it. -d, if given, must name the device it picks; -i is not\n"
-                 "used, -g is refused. A and B are signed 64-bit integers; a sum that overflows\n"
-                 "is an error on both sides (exit 1).",
+                 "port and GID from it. -d, if given, must name the device it picks.\n"
+                 "A and B are signed 64-bit integers; a sum that overflows is an error on both\n"
+                 "sides (exit 1).",
         .port_help = "RDMA CM port the server listens on, the client connects to",
         .numbers_after_host = true,
+        .no_address_options = "rdma_cm picks the port and GID from the IP address",
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
@@ -268,6 +269,7 @@ int main(int argc, char** argv) {
     if (is_server && !version_text.empty()) wb::usage_error("-P is a client option");
     if (!is_server && !bind_text.empty()) wb::usage_error("-b is a server option");
     if (opt.gid_index >= 0) wb::usage_error("-g does not apply: rdma_cm chooses the GID from the IP address");
+    if (opt.ib_port != 1) wb::usage_error("-i does not apply: rdma_cm chooses the port from the IP address");
     const int64_t a = is_server ? 0 : wb::parse_i64(opt.args[1], "A");
     const int64_t b = is_server ? 0 : wb::parse_i64(opt.args[2], "B");
     const auto version = static_cast<uint8_t>(
@@ -362,7 +364,7 @@ int main(int argc, char** argv) {
         expect_event(ev, RDMA_CM_EVENT_ESTABLISHED);
         CHECK_ERRNO(rdma_ack_cm_event(ev));
 
-        // 6. Wait for the request: lesson 4's step 8, unchanged.
+        // 6. Wait for the request: lesson 4's step 9, unchanged.
         std::printf("server: QP 0x%x is RTS; waiting for the client's SEND\n", id->qp->qp_num);
         const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)");
         std::printf("server: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
@@ -372,7 +374,7 @@ int main(int argc, char** argv) {
         if (wc.byte_len == sizeof(wb::SumRequest))
             std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
 
-        // 7. SEND the response, errors included (lesson 4's step 9).
+        // 7. SEND the response, errors included (lesson 4's step 10).
         std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
         post_send(id->qp, send_mr.get(), sizeof answer.response);
         wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response");
@@ -508,7 +510,7 @@ int main(int argc, char** argv) {
     }
     std::printf("client: QP 0x%x is RTS, connected to the server's QP 0x%x\n", id->qp->qp_num, peer_qpn);
 
-    // 6. SEND the request: lesson 4's step 8, unchanged.
+    // 6. SEND the request: lesson 4's step 9, unchanged.
     const wb::SumRequest request = wb::make_sum_request(a, b);
     std::memcpy(send_buf.get(), &request, sizeof request);
     std::printf("client: sending %" PRId64 " and %" PRId64 " (%zu bytes)\n", a, b, sizeof request);
