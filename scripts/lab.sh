@@ -197,6 +197,17 @@ extract_vmlinux() {
 # Download and unpack the kernel package (never installed: nothing touches
 # /boot), depmod it, build the initramfs. Safe to run concurrently: the
 # cache is locked. Sets KERNEL, INITRAMFS, KDIR.
+# apt-get update, as root or through sudo; false if neither is possible.
+refresh_apt_lists() {
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || return 1
+        sudo=(sudo)
+    fi
+    echo "lab.sh: refreshing apt's package lists (apt-get update)" >&2
+    "${sudo[@]}" apt-get update -qq >&2
+}
+
 fetch_kernel() {
     local cache package kver
     cache=$(cache_dir)
@@ -205,6 +216,10 @@ fetch_kernel() {
     flock 9
 
     package=$(kernel_package) || true
+    if [ -z "$package" ] && refresh_apt_lists; then
+        # No apt metadata yet (a fresh machine): refreshed once, ask again.
+        package=$(kernel_package) || true
+    fi
     if [ -z "$package" ]; then
         # No apt metadata (offline?): fall back to the newest cached kernel.
         package=$(find "$cache" -mindepth 1 -maxdepth 1 -name 'linux-image-*' -printf '%f\n' | sort -V | tail -n 1)
@@ -218,8 +233,18 @@ fetch_kernel() {
         echo "lab.sh: fetching $package into $KDIR (once)" >&2
         rm -rf "$KDIR"
         mkdir -p "$KDIR/download"
-        (cd "$KDIR/download" && apt-get download "$package" >"$KDIR/download.log" 2>&1) ||
-            fail "apt-get download $package failed: see $KDIR/download.log"
+        if ! (cd "$KDIR/download" && apt-get download "$package" >"$KDIR/download.log" 2>&1); then
+            # Old package lists can name a kernel the mirror no longer has:
+            # refresh them once, then fetch whatever they name now.
+            refresh_apt_lists || fail "apt-get download $package failed: see $KDIR/download.log"
+            package=$(kernel_package)
+            kver=${package#linux-image-}
+            KDIR="$cache/$package"
+            rm -rf "$KDIR"
+            mkdir -p "$KDIR/download"
+            (cd "$KDIR/download" && apt-get download "$package" >"$KDIR/download.log" 2>&1) ||
+                fail "apt-get download $package failed: see $KDIR/download.log"
+        fi
         dpkg -x "$KDIR"/download/*.deb "$KDIR/root"
         depmod -b "$KDIR/root" "$kver"
         rm -rf "$KDIR/download"
