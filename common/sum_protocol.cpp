@@ -13,6 +13,18 @@ std::string overflow_text(int64_t a, int64_t b) {
 }
 }  // namespace
 
+SumArgs parse_sum_args(const Options& opt) {
+    SumArgs args;
+    args.is_server = opt.args.empty();
+    if (args.is_server) return args;
+    if (opt.args.size() != 3)
+        usage_error("a client needs HOST A B, got " + std::to_string(opt.args.size()) + " argument" +
+                    (opt.args.size() == 1 ? "" : "s"));
+    args.a = parse_i64(opt.args[1], "A");
+    args.b = parse_i64(opt.args[2], "B");
+    return args;
+}
+
 SumRequest make_sum_request(int64_t a, int64_t b) {
     return {.a = htobe64(static_cast<uint64_t>(a)), .b = htobe64(static_cast<uint64_t>(b))};
 }

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "options.hpp"
+
 namespace wb {
 
 struct SumRequest {          // client -> server, exactly 16 bytes
@@ -32,6 +34,14 @@ enum SumStatus : uint32_t {
     kSumOverflow = 1,    // a + b does not fit in a signed 64-bit integer
     kSumBadRequest = 2,  // the request was not exactly sizeof(SumRequest) bytes
 };
+
+// The positional arguments of a sum lesson: none for the server, HOST A B
+// for a client (A and B signed 64-bit; misuse exits 2 via wb::usage_error).
+struct SumArgs {
+    bool is_server = true;
+    int64_t a = 0, b = 0;
+};
+SumArgs parse_sum_args(const Options& opt);
 
 // A request for a + b, in wire form.
 SumRequest make_sum_request(int64_t a, int64_t b);

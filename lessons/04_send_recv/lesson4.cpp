@@ -121,13 +121,11 @@ int main(int argc, char** argv) {
         .numbers_after_host = true,
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
-    const bool is_server = opt.args.empty();
-    if (!is_server && opt.args.size() != 3)
-        wb::usage_error("a client needs HOST A B, got " + std::to_string(opt.args.size()) + " argument" +
-                        (opt.args.size() == 1 ? "" : "s"));
+    // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
+    const wb::SumArgs sum_args = wb::parse_sum_args(opt);
+    const bool is_server = sum_args.is_server;
     if (is_server && !send_bytes_text.empty()) wb::usage_error("-B is a client option");
-    const int64_t a = is_server ? 0 : wb::parse_i64(opt.args[1], "A");
-    const int64_t b = is_server ? 0 : wb::parse_i64(opt.args[2], "B");
+    const int64_t a = sum_args.a, b = sum_args.b;
     const uint32_t send_bytes = send_bytes_text.empty()
                                     ? sizeof(wb::SumRequest)
                                     : static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes));

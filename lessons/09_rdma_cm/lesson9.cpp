@@ -262,16 +262,14 @@ int main(int argc, char** argv) {
         .no_address_options = "rdma_cm picks the port and GID from the IP address",
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
-    const bool is_server = opt.args.empty();
-    if (!is_server && opt.args.size() != 3)
-        wb::usage_error("a client needs HOST A B, got " + std::to_string(opt.args.size()) + " argument" +
-                        (opt.args.size() == 1 ? "" : "s"));
+    // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
+    const wb::SumArgs sum_args = wb::parse_sum_args(opt);
+    const bool is_server = sum_args.is_server;
     if (is_server && !version_text.empty()) wb::usage_error("-P is a client option");
     if (!is_server && !bind_text.empty()) wb::usage_error("-b is a server option");
     if (opt.gid_index >= 0) wb::usage_error("-g does not apply: rdma_cm chooses the GID from the IP address");
     if (opt.ib_port != 1) wb::usage_error("-i does not apply: rdma_cm chooses the port from the IP address");
-    const int64_t a = is_server ? 0 : wb::parse_i64(opt.args[1], "A");
-    const int64_t b = is_server ? 0 : wb::parse_i64(opt.args[2], "B");
+    const int64_t a = sum_args.a, b = sum_args.b;
     const auto version = static_cast<uint8_t>(
         version_text.empty() ? kProtocolVersion : wb::parse_range(version_text, "-P", 0, 255));
     sockaddr_storage ss = is_server ? ip_address(bind_text.empty() ? "0.0.0.0" : bind_text, opt.tcp_port, "-b")
