@@ -20,17 +20,38 @@ usage: scripts/capture.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- C
   -p TCP_PORT  the lessons' out-of-band TCP port to include (default: 18515)
 USAGE
 }
-die() { echo "capture.sh: $1" >&2; exit "${2:-1}"; }
+die() {
+  echo "capture.sh: $1" >&2
+  exit "${2:-1}"
+}
 
 dev="" netdev="" out="captures/capture.pcap" tcp_port=18515
 while [ $# -gt 0 ]; do
   case $1 in
-    -h | --help) usage; exit 0 ;;
-    -d) dev=${2:?}; shift 2 ;;
-    -i) netdev=${2:?}; shift 2 ;;
-    -o) out=${2:?}; shift 2 ;;
-    -p) tcp_port=${2:?}; shift 2 ;;
-    --) shift; break ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    -d)
+      dev=${2:?}
+      shift 2
+      ;;
+    -i)
+      netdev=${2:?}
+      shift 2
+      ;;
+    -o)
+      out=${2:?}
+      shift 2
+      ;;
+    -p)
+      tcp_port=${2:?}
+      shift 2
+      ;;
+    --)
+      shift
+      break
+      ;;
     *) die "unknown argument '$1' (see scripts/capture.sh -h)" 2 ;;
   esac
 done
@@ -46,7 +67,8 @@ fi
 
 case " $* " in
   *" 127.0.0.1 "* | *" localhost "* | *" ::1 "*)
-    echo "capture.sh: warning: the peer is on this host; rxe loopback puts nothing on $netdev" >&2 ;;
+    echo "capture.sh: warning: the peer is on this host; rxe loopback puts nothing on $netdev" >&2
+    ;;
 esac
 
 mkdir -p "$(dirname "$out")"
@@ -55,14 +77,17 @@ tshark -q -i "$netdev" -f "udp port 4791 or tcp port $tcp_port" -w "$out" 2>"$ou
 tpid=$!
 trap 'kill "$tpid" 2>/dev/null || true' EXIT
 # Wait (bounded) until tshark reports that it is capturing.
-for _ in $(seq 50); do grep -q "Capturing on" "$out.log" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do
+  grep -q "Capturing on" "$out.log" 2>/dev/null && break
+  sleep 0.1
+done
 grep -q "Capturing on" "$out.log" || die "tshark did not start: $(tail -n 3 "$out.log")"
 
 set +e
 "$@"
 status=$?
 set -e
-sleep 0.5  # let the last ACKs arrive
+sleep 0.5 # let the last ACKs arrive
 kill "$tpid" 2>/dev/null || true
 wait "$tpid" 2>/dev/null || true
 trap - EXIT

@@ -13,15 +13,30 @@ cd "$(dirname "$0")/.."
 
 n=${1:-}
 case $n in
-  -h | --help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
-  "") echo "capture_lesson.sh: which lesson? make capture LESSON=N (4 to 9)" >&2; exit 2 ;;
-  1 | 2 | 3) echo "capture_lesson.sh: lesson $n has no peer, so nothing crosses a wire; lessons 4 to 9 do" >&2; exit 2 ;;
+  -h | --help)
+    sed -n '2,11s/^# \{0,1\}//p' "$0"
+    exit 0
+    ;;
+  "")
+    echo "capture_lesson.sh: which lesson? make capture LESSON=N (4 to 9)" >&2
+    exit 2
+    ;;
+  1 | 2 | 3)
+    echo "capture_lesson.sh: lesson $n has no peer, so nothing crosses a wire; lessons 4 to 9 do" >&2
+    exit 2
+    ;;
   4 | 5 | 6 | 7 | 8 | 9) ;;
-  *) echo "capture_lesson.sh: no lesson '$n'; lessons 4 to 9 have two sides to capture" >&2; exit 2 ;;
+  *)
+    echo "capture_lesson.sh: no lesson '$n'; lessons 4 to 9 have two sides to capture" >&2
+    exit 2
+    ;;
 esac
-[ -x "./lesson$n" ] || { echo "capture_lesson.sh: ./lesson$n is not built: run make" >&2; exit 1; }
+[ -x "./lesson$n" ] || {
+  echo "capture_lesson.sh: ./lesson$n is not built: run make" >&2
+  exit 1
+}
 
-server_ip=192.0.2.1 client_ip=192.0.2.2  # documentation range: never leaves the guests
+server_ip=192.0.2.1 client_ip=192.0.2.2 # documentation range: never leaves the guests
 opts="--timeout 60"
 case $n in
   4) server_args="" client_args="$server_ip 2 3" ;;

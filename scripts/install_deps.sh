@@ -8,15 +8,15 @@
 set -euo pipefail
 
 packages=(
-  g++ make pkg-config git             # build tools
-  libibverbs-dev librdmacm-dev         # verbs and rdma_cm headers, libraries, man pages
-  ibverbs-providers                    # librxe and the other user-space drivers
-  ibverbs-utils rdmacm-utils perftest  # ibv_devinfo, rping, ib_send_lat: what the lessons are measured against
-  iproute2 kmod                        # the `rdma` tool, modprobe/depmod
-  bats bats-support bats-assert bats-file  # the test suites
-  qemu-system-x86 busybox-static cpio  # the Soft-RoCE lab (scripts/lab.sh)
-  tshark                               # decoding captures (make capture)
-  man-db                               # `man ibv_post_send`
+  g++ make pkg-config git                 # build tools
+  libibverbs-dev librdmacm-dev            # verbs and rdma_cm headers, libraries, man pages
+  ibverbs-providers                       # librxe and the other user-space drivers
+  ibverbs-utils rdmacm-utils perftest     # ibv_devinfo, rping, ib_send_lat: what the lessons are measured against
+  iproute2 kmod                           # the `rdma` tool, modprobe/depmod
+  bats bats-support bats-assert bats-file # the test suites
+  qemu-system-x86 busybox-static cpio     # the Soft-RoCE lab (scripts/lab.sh)
+  tshark                                  # decoding captures (make capture)
+  man-db                                  # `man ibv_post_send`
 )
 
 missing=()

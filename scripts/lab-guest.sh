@@ -25,30 +25,30 @@ say() { echo "lab-guest: $*"; }
 
 # A timestamped line on the console, for docs/lab.md's boot-time table.
 mark() {
-    [ "$MODE" = shell ] && return # keep the learner's screen calm
-    read -r up _ </proc/uptime
-    echo "lab-guest: ${up} s: $*"
+  [ "$MODE" = shell ] && return # keep the learner's screen calm
+  read -r up _ </proc/uptime
+  echo "lab-guest: ${up} s: $*"
 }
 
 # Report a setup failure to lab.sh and power off.
 die() {
-    echo "LAB_SETUP_FAILED: $*"
-    finish
+  echo "LAB_SETUP_FAILED: $*"
+  finish
 }
 
 # Power off; qemu runs with -no-reboot, so a reboot ends it.
 finish() {
-    sync
-    reboot -f
-    sleep 10
+  sync
+  reboot -f
+  sleep 10
 }
 
 role=a
 read -r cmdline </proc/cmdline
 for word in $cmdline; do
-    case "$word" in
-        lab.role=*) role=${word#lab.role=} ;;
-    esac
+  case "$word" in
+    lab.role=*) role=${word#lab.role=} ;;
+  esac
 done
 # shellcheck source=/dev/null
 . "/lab/$role.conf" || die "cannot read /lab/$role.conf"
@@ -61,9 +61,9 @@ mark "initramfs done, per-run share mounted"
 ninep="trans=virtio,version=9p2000.L,msize=262144"
 mkdir -p /newroot
 mount -t 9p -o "$ninep,ro,cache=loose" hostroot /newroot ||
-    die "cannot mount the host's root (9p tag hostroot)"
+  die "cannot mount the host's root (9p tag hostroot)"
 for dir in tmp run var/tmp; do
-    mount -t tmpfs -o mode=1777 tmpfs "/newroot/$dir" || die "cannot mount tmpfs on /$dir"
+  mount -t tmpfs -o mode=1777 tmpfs "/newroot/$dir" || die "cannot mount tmpfs on /$dir"
 done
 mount -t proc proc /newroot/proc
 mount -t sysfs sysfs /newroot/sys
@@ -83,7 +83,7 @@ mount -o bind /lab /newroot/run/lab
 # The checkout has its own share, so it is there even under /tmp.
 mkdir -p "/newroot$CHECKOUT" 2>/dev/null
 mount -t 9p -o "$ninep,ro,cache=loose" checkout "/newroot$CHECKOUT" ||
-    die "cannot mount the checkout at $CHECKOUT"
+  die "cannot mount the checkout at $CHECKOUT"
 
 mark "host root and checkout mounted"
 
@@ -95,15 +95,15 @@ kver=$(uname -r)
 modules_dir=/newroot/usr/lib
 [ -L /newroot/lib ] || modules_dir=/newroot/lib
 if modprobe overlay; then
-    mkdir -p /overlay
-    mount -t tmpfs tmpfs /overlay
-    mkdir -p /overlay/upper /overlay/work
-    if ! mount -t overlay -o "lowerdir=$modules_dir,upperdir=/overlay/upper,workdir=/overlay/work" \
-        overlay "$modules_dir" ||
-        ! mkdir -p "$modules_dir/modules/$kver" ||
-        ! mount -o bind "/lib/modules/$kver" "$modules_dir/modules/$kver"; then
-        say "no /lib/modules in the chroot: modprobe will not work there"
-    fi
+  mkdir -p /overlay
+  mount -t tmpfs tmpfs /overlay
+  mkdir -p /overlay/upper /overlay/work
+  if ! mount -t overlay -o "lowerdir=$modules_dir,upperdir=/overlay/upper,workdir=/overlay/work" \
+    overlay "$modules_dir" ||
+    ! mkdir -p "$modules_dir/modules/$kver" ||
+    ! mount -o bind "/lib/modules/$kver" "$modules_dir/modules/$kver"; then
+    say "no /lib/modules in the chroot: modprobe will not work there"
+  fi
 fi
 
 mark "/lib/modules in place"
@@ -116,11 +116,11 @@ modprobe -a crc32_generic ib_core ib_uverbs rdma_ucm || die "cannot load the RDM
 mark "RDMA modules loaded"
 ip link set lo up
 if [ "$NETDEV" = dummy0 ]; then
-    # numdummies=0: no automatic dummy0, we create ours explicitly.
-    modprobe dummy numdummies=0 || die "cannot load dummy"
-    ip link add dummy0 type dummy || die "cannot create dummy0"
+  # numdummies=0: no automatic dummy0, we create ours explicitly.
+  modprobe dummy numdummies=0 || die "cannot load dummy"
+  ip link add dummy0 type dummy || die "cannot create dummy0"
 else
-    modprobe virtio_net || die "cannot load virtio_net"
+  modprobe virtio_net || die "cannot load virtio_net"
 fi
 ip addr add "$ADDR" dev "$NETDEV" || die "cannot give $NETDEV the address $ADDR"
 ip link set "$NETDEV" up || die "cannot bring $NETDEV up"
@@ -144,46 +144,46 @@ mark "setup_rxe.sh done"
 state=/sys/class/infiniband/rxe0/ports/1/state
 tries=0
 until grep -q ACTIVE "$state" 2>/dev/null; do
-    tries=$((tries + 1))
-    [ "$tries" -le 100 ] || die "rxe0 did not become PORT_ACTIVE in 10 s"
-    sleep 0.1
+  tries=$((tries + 1))
+  [ "$tries" -le 100 ] || die "rxe0 did not become PORT_ACTIVE in 10 s"
+  sleep 0.1
 done
 
 mark "rxe0 ACTIVE"
 
 # 4. In pair mode, b starts its command only once a has started its own.
 if [ "$MODE" = pair ]; then
-    if [ "$role" = a ]; then
-        touch /lab/a.started
-    else
-        tries=0
-        until [ -e /lab/a.started ]; do
-            # lab.sh creates a.exited when guest a's qemu has ended.
-            [ ! -e /lab/a.exited ] || die "guest a stopped before starting its command"
-            tries=$((tries + 1))
-            [ "$tries" -le 1200 ] || die "guest a did not start its command in 120 s"
-            sleep 0.1
-        done
-    fi
+  if [ "$role" = a ]; then
+    touch /lab/a.started
+  else
+    tries=0
+    until [ -e /lab/a.started ]; do
+      # lab.sh creates a.exited when guest a's qemu has ended.
+      [ ! -e /lab/a.exited ] || die "guest a stopped before starting its command"
+      tries=$((tries + 1))
+      [ "$tries" -le 1200 ] || die "guest a did not start its command in 120 s"
+      sleep 0.1
+    done
+  fi
 fi
 
 if [ "$MODE" = shell ]; then
-    # The host terminal's size, so that editors and less fill the window.
-    [ -n "${ROWS:-}" ] && stty -F /dev/ttyS0 rows "$ROWS" cols "$COLS"
-    # cttyhack gives the shell the console as its controlling terminal,
-    # so that Ctrl-C and job control work.
-    setsid cttyhack chroot /newroot /bin/bash "/run/lab/$role.cmd"
-    status=$?
+  # The host terminal's size, so that editors and less fill the window.
+  [ -n "${ROWS:-}" ] && stty -F /dev/ttyS0 rows "$ROWS" cols "$COLS"
+  # cttyhack gives the shell the console as its controlling terminal,
+  # so that Ctrl-C and job control work.
+  setsid cttyhack chroot /newroot /bin/bash "/run/lab/$role.cmd"
+  status=$?
 else
-    # raw: no \n -> \r\n translation, the host gets the bytes as written.
-    stty -F /dev/ttyS1 raw -echo
-    stty -F /dev/ttyS2 raw -echo
-    env -i chroot /newroot /bin/bash "/run/lab/$role.cmd" \
-        </dev/null >/dev/ttyS1 2>/dev/ttyS2
-    status=$?
-    # stty waits for the ports to drain: nothing is lost at power-off.
-    stty -F /dev/ttyS1 raw
-    stty -F /dev/ttyS2 raw
+  # raw: no \n -> \r\n translation, the host gets the bytes as written.
+  stty -F /dev/ttyS1 raw -echo
+  stty -F /dev/ttyS2 raw -echo
+  env -i chroot /newroot /bin/bash "/run/lab/$role.cmd" \
+    </dev/null >/dev/ttyS1 2>/dev/ttyS2
+  status=$?
+  # stty waits for the ports to drain: nothing is lost at power-off.
+  stty -F /dev/ttyS1 raw
+  stty -F /dev/ttyS2 raw
 fi
 
 mark "command done"

@@ -14,12 +14,24 @@ set -euo pipefail
 
 usage() { echo "usage: scripts/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]"; }
 case "${1:-}" in
-  -h | --help) usage; exit 0 ;;
-  "") usage >&2; exit 2 ;;
+  -h | --help)
+    usage
+    exit 0
+    ;;
+  "")
+    usage >&2
+    exit 2
+    ;;
 esac
 pcap=$1 server_ip=${2:-} client_ip=${3:-}
-[ -r "$pcap" ] || { echo "ladder.sh: cannot read $pcap" >&2; exit 1; }
-command -v tshark >/dev/null || { echo "ladder.sh: tshark is missing (scripts/install_deps.sh installs it)" >&2; exit 1; }
+[ -r "$pcap" ] || {
+  echo "ladder.sh: cannot read $pcap" >&2
+  exit 1
+}
+command -v tshark >/dev/null || {
+  echo "ladder.sh: tshark is missing (scripts/install_deps.sh installs it)" >&2
+  exit 1
+}
 
 fields=(frame.number frame.time_relative ip.src ip.dst
   infiniband.bth.opcode infiniband.bth.destqp infiniband.bth.psn

@@ -52,19 +52,61 @@ for n in "${lessons[@]}"; do
     echo "tour: $bin is not built yet (make), skipping it"
     continue
   fi
-  port=$((port + 1))  # a fresh port per lesson: no TIME_WAIT surprises
+  port=$((port + 1)) # a fresh port per lesson: no TIME_WAIT surprises
   common=(-p "$port" --timeout 20)
   case $n in
-    1) banner 1 "device query"; $bin ;;
-    2) banner 2 "memory registration"; $bin ;;
-    3) banner 3 "the QP state machine"; $bin ;;
-    4) banner 4 "SEND/RECV: the sum"; server=($bin "${common[@]}"); client=($bin "${common[@]}" 127.0.0.1 -- 20 -22); pair ;;
-    5) banner 5 "RDMA WRITE with immediate"; server=($bin "${common[@]}"); client=($bin "${common[@]}" 127.0.0.1 "written by the client"); pair ;;
-    6) banner 6 "RDMA READ"; server=($bin "${common[@]}"); client=($bin "${common[@]}" 127.0.0.1); pair ;;
-    7) banner 7 "atomics"; server=($bin "${common[@]}"); client=($bin "${common[@]}" 127.0.0.1); pair ;;
-    8) banner 8 "event-driven completions"; server=($bin "${common[@]}"); client=($bin "${common[@]}" -n 3 127.0.0.1 2 3); pair ;;
-    9) banner 9 "rdma_cm"; server=($bin "${common[@]}"); client=($bin "${common[@]}" "${ip4:-127.0.0.1}" 2 3); pair ;;
-    *) echo "tour: no lesson $n"; false ;;
+    1)
+      banner 1 "device query"
+      $bin
+      ;;
+    2)
+      banner 2 "memory registration"
+      $bin
+      ;;
+    3)
+      banner 3 "the QP state machine"
+      $bin
+      ;;
+    4)
+      banner 4 "SEND/RECV: the sum"
+      server=($bin "${common[@]}")
+      client=($bin "${common[@]}" 127.0.0.1 -- 20 -22)
+      pair
+      ;;
+    5)
+      banner 5 "RDMA WRITE with immediate"
+      server=($bin "${common[@]}")
+      client=($bin "${common[@]}" 127.0.0.1 "written by the client")
+      pair
+      ;;
+    6)
+      banner 6 "RDMA READ"
+      server=($bin "${common[@]}")
+      client=($bin "${common[@]}" 127.0.0.1)
+      pair
+      ;;
+    7)
+      banner 7 "atomics"
+      server=($bin "${common[@]}")
+      client=($bin "${common[@]}" 127.0.0.1)
+      pair
+      ;;
+    8)
+      banner 8 "event-driven completions"
+      server=($bin "${common[@]}")
+      client=($bin "${common[@]}" -n 3 127.0.0.1 2 3)
+      pair
+      ;;
+    9)
+      banner 9 "rdma_cm"
+      server=($bin "${common[@]}")
+      client=($bin "${common[@]}" "${ip4:-127.0.0.1}" 2 3)
+      pair
+      ;;
+    *)
+      echo "tour: no lesson $n"
+      false
+      ;;
   esac || failed+=("$n")
 done
 

@@ -27,7 +27,8 @@ trap 'rm -f "$log"' EXIT
 # Run a TAP-producing command, show its output, and add its results to the totals.
 # Tests that were planned ("1..N") but never reported count as failed.
 count() {
-  local label=$1; shift
+  local label=$1
+  shift
   echo "== $label"
   "$@" 2>&1 | tee "$log"
   local ok notok plan
@@ -41,7 +42,8 @@ count() {
     echo "tests/run.sh: $label reported $((ok + notok)) of $plan tests: the rest count as failed" >&2
     notok=$((plan - ok))
   fi
-  passed=$((passed + ok)); failed=$((failed + notok))
+  passed=$((passed + ok))
+  failed=$((failed + notok))
 }
 
 if [ ${#host_suites[@]} -gt 0 ]; then

@@ -77,8 +77,10 @@ lesson_teardown() {
   fi
   # Shown by Bats only when a test fails: what the server said.
   if [ -s "${SERVER_OUT:-/nonexistent}" ] || [ -s "${SERVER_ERR:-/nonexistent}" ]; then
-    echo "--- server stdout:"; cat "$SERVER_OUT" 2>/dev/null
-    echo "--- server stderr:"; cat "$SERVER_ERR" 2>/dev/null
+    echo "--- server stdout:"
+    cat "$SERVER_OUT" 2>/dev/null
+    echo "--- server stderr:"
+    cat "$SERVER_ERR" 2>/dev/null
   fi
   return 0
 }
