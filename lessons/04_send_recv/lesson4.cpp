@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
 
     // 8. The client must not SEND before the server's QP is in RTR: a QP in
     //    INIT drops every packet, and the client's NIC would only resend after
-    //    its ACK timeout (67 ms, at most retry_cnt = 7 times). So the server
+    //    its ACK timeout (67 ms, at most retry_cnt = 6 times). So the server
     //    says "RTR!" on the TCP connection, and the client waits for it.
     if (is_server) {
         wb::send_token(conn, "RTR!");

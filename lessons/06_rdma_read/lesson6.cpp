@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
         wb::qp_to_rts(qp.get(), psn, kReadsInFlight);
         // Tell the client our QP is past RTR: a QP still in INIT drops the READ
         // request silently, and the client's NIC would resend it only after
-        // its ACK timeout (67 ms, at most retry_cnt = 7 times).
+        // its ACK timeout (67 ms, at most retry_cnt = 6 times).
         std::printf("server: QP 0x%x is RTS; telling the client it may READ now\n", qp->qp_num);
         wb::send_token(conn, "RTR!");
 
