@@ -3,6 +3,7 @@
 #   make            build every lesson as ./lessonN
 #   make tour       install what is missing, build, run the lessons in order on Soft-RoCE
 #   make check      install what is missing, build, run every test; ends with "N passed, N failed"
+#   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make clean
@@ -17,7 +18,7 @@ COMMON_LIB  := build/libworkbook.a
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 
-.PHONY: all check tour deps capture clean units
+.PHONY: all check tour deps capture clean units exercises grade
 all: $(LESSONS)
 
 build/common/%.o: common/%.cpp $(wildcard common/*.hpp) mk/flags.mk
@@ -40,6 +41,22 @@ build/tests/%: tests/unit/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp)
 
 units: $(UNIT_BINS)
 
+# Exercises beside each lesson: lessons/NN_topic/exercises/N.M/exN_M.cpp is the
+# starter a learner edits, lessons/NN_topic/exercises/solutions/exN_M.cpp the
+# reference solution. scripts/grade.sh builds them into build/exercises/.
+EX_STARTERS  := $(foreach f,$(wildcard lessons/*/exercises/*/ex*.cpp),$(if $(findstring /solutions/,$(f)),,$(f)))
+EX_SOLUTIONS := $(wildcard lessons/*/exercises/solutions/ex*.cpp)
+EX_BINS      :=
+define exercise_rule
+build/exercises/$(2)/$(notdir $(basename $(1))): $(1) $(COMMON_LIB) $(wildcard common/*.hpp)
+	@mkdir -p $$(@D)
+	$$(CXX) $$(CXXFLAGS) $$< $(COMMON_LIB) $$(LDLIBS) -o $$@
+EX_BINS += build/exercises/$(2)/$(notdir $(basename $(1)))
+endef
+$(foreach s,$(EX_STARTERS),$(eval $(call exercise_rule,$(s),starter)))
+$(foreach s,$(EX_SOLUTIONS),$(eval $(call exercise_rule,$(s),solution)))
+exercises: $(EX_BINS)
+
 deps:
 	@scripts/install_deps.sh
 
@@ -50,6 +67,12 @@ check: deps
 tour: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/tour.sh
+
+# EX=N.M grades one exercise, SOLUTIONS=1 the reference solutions; both reach
+# the script through the environment, never pasted into the shell line.
+grade: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/grade.sh
 
 capture: deps
 	@$(MAKE) --no-print-directory all
