@@ -6,7 +6,16 @@
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make clean
+#
+# `make` builds in parallel, one job per core; `make -j1` still builds one at a time.
 include mk/flags.mk
+
+# Parallel by default. Only the top-level make sets it: sub-makes share its
+# jobs (jobserver), and `make -jN` on the command line wins over this line.
+# `make clean all` stays serial, so that clean never races the build.
+ifeq ($(MAKELEVEL)$(filter clean,$(MAKECMDGOALS)),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
 
 # Variables a target takes from the command line: make capture LESSON=4.
 # Make would expand their text as make syntax (LESSON='$(shell ...)' runs

@@ -42,3 +42,23 @@ setup() {
   assert_line 'scripts/capture_lesson.sh "$LESSON"'
   refute_output --partial "capture_lesson.sh 4"
 }
+
+# --- parallel by default ----------------------------------------------------
+
+# MAKEFLAGS as a recipe of this make sees it (a target added with --eval).
+recipe_makeflags() {
+  # shellcheck disable=SC2016 # $$MAKEFLAGS is for make, not for this shell
+  make -s --no-print-directory --eval 'show-makeflags: ; @echo "$$MAKEFLAGS"' "$@" show-makeflags
+}
+
+@test "make builds with one job per core by default" {
+  run recipe_makeflags
+  assert_success
+  assert_output --regexp "(^| )-j$(nproc)( |$)"
+}
+
+@test "make -j1 on the command line wins over the default" {
+  run recipe_makeflags -j1
+  assert_success
+  assert_output --regexp "(^| )-j1( |$)"
+}
