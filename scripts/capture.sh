@@ -100,13 +100,14 @@ tshark_failed() {
   grep -v 'Running as user "root"' "$log" | sed 's/^/  /' >&2
   exit 1
 }
-# Wait (bounded: 5 s) until tshark reports that it is capturing.
-for _ in $(seq 50); do
+# Wait (bounded: 20 s; tshark starts slowly in an emulated guest) until
+# tshark reports that it is capturing.
+for _ in $(seq 200); do
   grep -q "Capturing on" "$log" && break
   kill -0 "$tpid" 2>/dev/null || tshark_failed "before it started"
   sleep 0.1
 done
-grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 5 s"
+grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 20 s"
 
 set +e
 "$@"
