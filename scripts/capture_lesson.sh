@@ -13,6 +13,7 @@
 # captured; 2 misuse (no such lesson, or one without a peer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck disable=SC1091 # scripts/lesson_run.sh, checked on its own
 source scripts/lesson_run.sh
 
 misuse() {

@@ -12,6 +12,7 @@
 # Exit status: 0 if every lesson succeeded, 1 if one failed, 2 misuse.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# shellcheck disable=SC1091 # scripts/lesson_run.sh, checked on its own
 source scripts/lesson_run.sh
 
 misuse() {
