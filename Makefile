@@ -7,7 +7,34 @@
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make clean
+#
+# `make` builds in parallel, one job per core; `make -j1` still builds one at a time.
 include mk/flags.mk
+
+# Parallel by default. Only the top-level make sets it: sub-makes share its
+# jobs (jobserver), and `make -jN` on the command line wins over this line.
+# `make clean all` stays serial, so that clean never races the build.
+ifeq ($(MAKELEVEL)$(filter clean,$(MAKECMDGOALS)),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
+
+# Variables a target takes from the command line: make capture LESSON=4.
+# Make would expand their text as make syntax (LESSON='$(shell ...)' runs
+# even under make -n), and a recipe that pastes $(LESSON) into its shell line
+# runs whatever the text says. So each one is frozen here to its literal
+# text, must be one plain word, and reaches the script only as an exported
+# environment variable that the recipe quotes ("$$LESSON"). A new variable
+# (EX, SCENARIO, ...) is added to this list and used the same way.
+TARGET_VARS := LESSON
+# Characters a target variable may hold; everything else is refused.
+WORD_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z \
+  A B C D E F G H I J K L M N O P Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 . _ -
+# $(call strip_chars,TEXT,CHARS): TEXT with every one of CHARS removed.
+strip_chars = $(if $(2),$(call strip_chars,$(subst $(firstword $(2)),,$(1)),$(wordlist 2,$(words $(2)),$(2))),$(1))
+$(foreach v,$(TARGET_VARS),$(eval override $(v) := $$(value $(v))))
+$(foreach v,$(TARGET_VARS),$(if $(or $(word 2,$($(v))),$(call strip_chars,$($(v)),$(WORD_CHARS))),\
+  $(error $(v)='$($(v))' is not one plain word (letters, digits, '.', '_', '-'): e.g. make capture LESSON=4)))
+export $(TARGET_VARS)
 
 # One lesson per folder: lessons/NN_topic/lessonN.cpp becomes ./lessonN.
 LESSON_SRCS := $(sort $(wildcard lessons/[0-9][0-9]_*/lesson*.cpp))
@@ -76,7 +103,7 @@ grade: deps
 
 capture: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/capture_lesson.sh $(LESSON)
+	@scripts/capture_lesson.sh "$$LESSON"
 
 clean:
 	rm -rf build $(LESSONS)
