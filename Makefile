@@ -25,7 +25,7 @@ endif
 # text, must be one plain word, and reaches the script only as an exported
 # environment variable that the recipe quotes ("$$LESSON"). A new variable
 # (EX, SCENARIO, ...) is added to this list and used the same way.
-TARGET_VARS := LESSON
+TARGET_VARS := LESSON EX SOLUTIONS
 # Characters a target variable may hold; everything else is refused.
 WORD_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z \
   A B C D E F G H I J K L M N O P Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 . _ -
