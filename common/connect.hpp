@@ -7,8 +7,11 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
 
 #include <cstdint>
+#include <string>
 
 #include "device.hpp"
 #include "exchange.hpp"
@@ -56,5 +59,20 @@ void check_wc(const ibv_wc& wc, const char* what);
 
 // "IBV_WC_RECV", "IBV_WC_RDMA_WRITE" ...: rdma-core has no string function for opcodes.
 const char* wc_opcode_str(ibv_wc_opcode op);
+
+// rdma_cm (lesson 9), where the connection manager does the exchange and the
+// transitions above.
+
+// Exit 1 unless `ev` is the `expected` event. The message names both events
+// (rdma_event_str), the event's status (for REJECTED the IB CM's reject
+// reason, for the error events a negative errno) and the usual causes: the
+// rdma_cm counterpart of check_wc.
+void check_cm_event(const rdma_cm_event* ev, rdma_cm_event_type expected);
+
+// "192.0.2.1", "fe80::1%dummy0" and a port as the sockaddr rdma_cm takes. A
+// numeric address only: misuse (exit 2) names `what` ("HOST", "-b").
+sockaddr_storage ip_address(const std::string& host, uint16_t port, const char* what);
+// The address part of `sa` as text: "192.0.2.1", "fe80::1%dummy0".
+std::string address_str(const sockaddr* sa);
 
 }  // namespace wb

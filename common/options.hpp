@@ -58,11 +58,18 @@ struct Usage {
     // What -p means, when it is not the TCP port of the out-of-band exchange
     // (lesson 9: the RDMA CM port). nullptr: the usual text.
     const char* port_help = nullptr;
+    // What --timeout bounds, when the client does not retry its connect
+    // (lesson 9). nullptr: the usual text.
+    const char* timeout_help = nullptr;
     // True when numbers follow the host (lessons 4, 8, 9): -h then shows how
     // to pass negative ones after --.
     bool numbers_after_host = false;
-    // When the lesson does not take -i and -g (lesson 9: rdma_cm picks the
-    // port and GID from the IP address), why; -h shows this instead of them.
+    // False when the lesson reads no port and no GID (lesson 2 only opens the
+    // device; lesson 9's rdma_cm picks them): -h does not list -i and -g, and
+    // they are refused as unknown options...
+    bool port_and_gid = true;
+    // ...or, when this says why (lesson 9), -h shows it in their place and
+    // -i or -g is refused with it.
     const char* no_address_options = nullptr;
 };
 
