@@ -74,10 +74,19 @@ void qp_to_rtr(ibv_qp* qp, const PortAddress& a, const PeerInfo& peer, uint8_t r
             fail("the peer sent a zero GID, but this port needs GRH addressing",
                  "is the peer on an InfiniBand port using LID addressing? give both sides -g");
     }
+    // A RoCE v2 GID is an IP address, and the kernel finds the peer's MAC by
+    // routing from our address to the peer's: EINVAL here when one side's GID
+    // is IPv6 (fe80::..., -g 0 on rxe) and the other's IPv4-mapped (::ffff:a.b.c.d).
+    const std::string hint =
+        a.gid_index < 0 ? "is the peer's LID right? (./lesson1 shows the port)"
+                        : "compare both sides' gid: lines: ours is " + gid_to_string(a.gid) + " (" +
+                              a.gid_type + "), the peer's " + gid_to_string(peer.gid) +
+                              "; both must have the same type, and be both IPv4-mapped (::ffff:a.b.c.d) " +
+                              "or both IPv6 (-g; ./lesson1 lists the table)";
     CHECK_RC(ibv_modify_qp(qp, &attr,
                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-             "do both sides use a GID of the same type? (-g; ./lesson1 lists the table)");
+             hint.c_str());
 }
 
 void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic) {
