@@ -75,7 +75,8 @@ private:
 };
 
 // Connect to host:port, retrying refused or unreachable attempts until
-// timeout_s seconds have passed; exits 1 with what to check on failure.
+// timeout_s seconds have passed, saying so once ("client: HOST:PORT did not
+// answer (...); retrying ..."); exits 1 with what to check on failure.
 Connection connect_to(const std::string& host, uint16_t port, int timeout_s);
 
 // Send our PeerInfo and receive the peer's, each way bounded by timeout_s.

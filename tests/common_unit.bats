@@ -219,11 +219,12 @@ args="
   assert_line "result: exchange ok"
 }
 
-@test "a client started before its server retries until the server listens" {
+@test "a client started before its server retries until the server listens, and says so once" {
   run --separate-stderr build/tests/exchange_tcp late-server
   assert_success
   assert_line "connected after retrying for more than 0.5 s"
   assert_line "result: exchange ok"
+  assert_equal "$(grep -cE '^client: 127\.0\.0\.1:[0-9]+ did not answer \(ECONNREFUSED \(Connection refused\)\); retrying for up to 5 s$' <<<"$output")" 1
 }
 
 @test "a client with nobody to connect to gives up after --timeout and says what to check" {
@@ -232,6 +233,7 @@ args="
   refute_output --partial "result:"
   [[ "${stderr_lines[0]}" =~ ^"exchange_tcp: could not connect to 127.0.0.1:"[0-9]+" within 1 s ("[0-9]+" attempt"s?", last: ECONNREFUSED (Connection refused))"$ ]]
   [[ "$stderr" == *"check: is the server running there with the same -p?"* ]]
+  assert_equal "$(grep -c '^client: .* did not answer .*; retrying for up to 1 s$' <<<"$output")" 1
 }
 
 @test "a server nobody connects to gives up after its timeout" {
