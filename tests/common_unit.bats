@@ -122,6 +122,28 @@ args="
   assert_usage_error "unknown option '--timeout'"
 }
 
+@test "a lesson that reads no port or GID neither lists nor takes -i and -g" {
+  PROBE_NO_PORT_GID=1 run --separate-stderr "$PROBE" -h
+  assert_success
+  assert_line --partial "--ib-dev=DEV"
+  refute_line --partial "--ib-port"
+  refute_line --partial "--gid-idx"
+  refute_line --regexp '^  -i, -g'
+  PROBE_NO_PORT_GID=1 run --separate-stderr "$PROBE" -g 1
+  assert_usage_error "unknown option '-g'"
+  PROBE_NO_PORT_GID=1 run --separate-stderr "$PROBE" --ib-port=2
+  assert_usage_error "unknown option '--ib-port'"
+}
+
+@test "a lesson that says why it takes no port or GID shows the reason in -h and in the refusal" {
+  PROBE_NO_PORT_GID="rdma_cm picks them" run --separate-stderr "$PROBE" -h
+  assert_success
+  assert_line "  -i, -g                not taken: rdma_cm picks them"
+  refute_line --partial "--gid-idx"
+  PROBE_NO_PORT_GID="rdma_cm picks them" run --separate-stderr "$PROBE" -i 2
+  assert_usage_error "-i does not apply: rdma_cm picks them"
+}
+
 @test "a value that is not a number is named in one line, exit 2" {
   run --separate-stderr "$PROBE" -i one
   assert_usage_error "-i: 'one' is not a whole number"

@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
         .synopsis = "[-d DEV]",
         .summary = "register memory with different access flags and show the rules by trying them",
         .network = false,
+        .port_and_gid = false,  // lesson 2 registers memory: it needs a device, no port and no GID
     };
     wb::Options opt = wb::parse_options(argc, argv, usage);
     if (!opt.args.empty()) wb::usage_error("unexpected argument '" + opt.args[0] + "': lesson 2 takes no host");

@@ -53,6 +53,17 @@ constexpr int64_t kMaxBufferBytes = 1 << 20;  // 1 MiB: -s may not ask for more
 const char* const kDefaultMessage = "Hello from the client, by RDMA WRITE with immediate";
 
 
+// What a work request does, in the words the narration uses.
+const char* wr_opcode_words(ibv_wr_opcode op) {
+    switch (op) {
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return "RDMA WRITE with immediate";
+    case IBV_WR_RDMA_WRITE: return "RDMA WRITE";
+    case IBV_WR_SEND_WITH_IMM: return "SEND with immediate";
+    case IBV_WR_SEND: return "SEND";
+    default: return "a work request";
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,14 +239,19 @@ int main(int argc, char** argv) {
         .wr = {.rdma = {.remote_addr = peer.addr, .rkey = peer.rkey}},
     };
     ibv_send_wr* bad = nullptr;
-    std::printf("client: posting RDMA WRITE with immediate: %u bytes to 0x%llx, immediate %u%s\n", length,
-                static_cast<unsigned long long>(peer.addr), told, lie >= 0 ? " (a lie, from -L)" : "");
+    // The narration follows the work request itself, so that it stays true
+    // when an exercise changes the opcode.
+    const bool with_imm = wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr.opcode == IBV_WR_SEND_WITH_IMM;
+    const std::string imm_text = with_imm ? " immediate " + std::to_string(told) : "";
+    std::printf("client: posting %s: %u bytes to 0x%llx%s%s\n", wr_opcode_words(wr.opcode), length,
+                static_cast<unsigned long long>(peer.addr), with_imm ? ("," + imm_text).c_str() : "",
+                with_imm && lie >= 0 ? " (a lie, from -L)" : "");
     CHECK_RC(ibv_post_send(qp.get(), &wr, &bad));
 
     // 9. Our completion: the server's NIC acknowledged the write (the bytes
     //    are in its memory, and the immediate in its CQ).
     const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "the RDMA WRITE with immediate", conn);
     std::printf("client: completion %s, status %s\n", wb::wc_opcode_str(wc.opcode), ibv_wc_status_str(wc.status));
-    std::printf("result: wrote %u bytes with immediate %u\n", length, told);
+    std::printf("result: wrote %u bytes%s\n", length, with_imm ? (" with" + imm_text).c_str() : "");
     return 0;
 }

@@ -285,12 +285,14 @@ int main(int argc, char** argv) {
     // 6. N FETCH_AND_ADDs of 1. Each returns the counter as it was just
     //    before OUR add; no other client can ever see the same value, because
     //    the server's NIC reads, adds and writes each one as a single step.
+    const uint64_t add = 1;  // what each FETCH_AND_ADD adds to the counter
     std::string olds;
     uint64_t first_old = 0;
     for (int i = 1; i <= adds; ++i) {
         const uint64_t old = post_atomic(qp.get(), cq.get(), result_mr.get(), IBV_WR_ATOMIC_FETCH_AND_ADD,
-                                         counter_addr, peer.rkey, 1, 0, opt.timeout_s, conn);
-        std::printf("client: fetch_and_add #%d: +1, old value %llu\n", i, static_cast<unsigned long long>(old));
+                                         counter_addr, peer.rkey, add, 0, opt.timeout_s, conn);
+        std::printf("client: fetch_and_add #%d: +%llu, old value %llu\n", i, static_cast<unsigned long long>(add),
+                    static_cast<unsigned long long>(old));
         if (i == 1) first_old = old;
         olds += (i == 1 ? "" : " ") + std::to_string(old);
     }
