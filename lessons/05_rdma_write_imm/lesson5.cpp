@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
 
-    // 2. PD, CQ and QP, in creation order (reverse destruction = correct
-    //    teardown). One CQ each side: the server only ever waits for the
+    // 2. PD, CQ and QP, in creation order (reverse destruction: lesson 2).
+    //    One CQ each side: the server only ever waits for the
     //    immediate's RECV completion, the client only for its WRITE's.
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), 1, nullptr, nullptr, 0))};
@@ -120,11 +120,10 @@ int main(int argc, char** argv) {
 
     if (is_server) {
         // 3. The buffer the client writes into. REMOTE_WRITE lets the
-        //    client's NIC write it with our rkey. ibv_reg_mr(3) requires
-        //    LOCAL_WRITE whenever REMOTE_WRITE is asked for (EINVAL without
-        //    it): the NIC writes this memory on the peer's behalf. Nothing
-        //    else: no REMOTE_READ or REMOTE_ATOMIC, so the client can neither
-        //    read our memory nor run atomics on it.
+        //    client's NIC write it with our rkey; LOCAL_WRITE: required with
+        //    REMOTE_WRITE (lesson 2). Nothing else: no REMOTE_READ or
+        //    REMOTE_ATOMIC, so the client can neither read our memory nor run
+        //    atomics on it.
         wb::Buffer buf = wb::alloc_buffer(buffer_bytes);
         wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), buffer_bytes,
                                                  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE),
@@ -159,9 +158,7 @@ int main(int argc, char** argv) {
         // 7. INIT -> RTR -> RTS (lesson 3's transitions, common/connect.cpp).
         wb::qp_to_rtr(qp.get(), addr, peer);
         wb::qp_to_rts(qp.get(), psn);
-        // Tell the client our QP is past RTR: a QP in INIT drops incoming
-        // packets, and the client's NIC would resend only after its ACK timeout.
-        wb::send_token(conn, "RTR!");
+        wb::send_token(conn, "RTR!");  // our QP is past RTR: the client may write (lesson 4, step 8)
         std::printf("server: QP 0x%x is RTS; waiting for the client's WRITE with immediate\n", qp->qp_num);
 
         // 8. The immediate arrives as a RECV completion. Until then our CPU
@@ -217,8 +214,7 @@ int main(int argc, char** argv) {
     // 7. INIT -> RTR -> RTS (lesson 3's transitions).
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
-    // The server's QP must be in RTR before our first packet: wait for its word.
-    wb::expect_token(conn, "RTR!", opt.timeout_s);
+    wb::expect_token(conn, "RTR!", opt.timeout_s);  // not before the server's QP is in RTR (lesson 4, step 8)
 
     // 8. The WRITE with immediate: our buffer (lkey) -> the server's address (rkey).
     //    imm_data is a __be32: it must be in network byte order, hence htonl.

@@ -78,8 +78,7 @@ int main(int argc, char** argv) {
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
 
-    // 2. The objects every RC connection needs, declared in creation order:
-    //    C++ destroys them in reverse, which is the order rdma-core requires.
+    // 2. The objects every RC connection needs, in creation order (reverse destruction: lesson 2).
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     // The server's CQ will stay empty (that is the point of this lesson), but
     // every QP needs one. One entry per request we keep in flight.
@@ -128,11 +127,8 @@ int main(int argc, char** argv) {
         wb::qp_to_init(qp.get(), addr, IBV_ACCESS_REMOTE_READ);
         wb::qp_to_rtr(qp.get(), addr, peer, kReadsInFlight);
         wb::qp_to_rts(qp.get(), psn, kReadsInFlight);
-        // Tell the client our QP is past RTR: a QP still in INIT drops the READ
-        // request silently, and the client's NIC would resend it only after
-        // its ACK timeout (67 ms, at most retry_cnt = 7 times).
         std::printf("server: QP 0x%x is RTS; telling the client it may READ now\n", qp->qp_num);
-        wb::send_token(conn, "RTR!");
+        wb::send_token(conn, "RTR!");  // our QP is past RTR (lesson 4, step 8)
 
         // 6. Nothing to post, nothing to poll: the NIC answers the READ alone.
         //    The client tells us on the TCP side channel when it is done.
@@ -182,8 +178,7 @@ int main(int argc, char** argv) {
     wb::qp_to_init(qp.get(), addr, 0);
     wb::qp_to_rtr(qp.get(), addr, peer, kReadsInFlight);
     wb::qp_to_rts(qp.get(), psn, kReadsInFlight);
-    // Not before the server's QP can answer (see the server's "RTR!").
-    wb::expect_token(conn, "RTR!", opt.timeout_s);
+    wb::expect_token(conn, "RTR!", opt.timeout_s);  // not before the server's QP can answer (lesson 4, step 8)
 
     // 6. The READ: local buffer (lkey) <- remote address (rkey).
     ibv_sge sge = {

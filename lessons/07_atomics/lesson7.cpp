@@ -170,8 +170,7 @@ int main(int argc, char** argv) {
     wb::print_address(ibv_get_device_name(ctx->device), addr);
     check_atomic_support(ctx.get());
 
-    // 2. Declared in creation order: C++ destroys them in reverse, which is
-    //    the order rdma-core requires.
+    // 2. In creation order (reverse destruction: lesson 2).
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     // The server's CQ stays empty: atomics raise no completion at the
     // responder. A client's CQ gets one completion per atomic.
@@ -179,9 +178,7 @@ int main(int argc, char** argv) {
 
     if (is_server) {
         // 3. The shared words. REMOTE_ATOMIC lets the clients' NICs run
-        //    atomics on them. ibv_reg_mr(3) demands LOCAL_WRITE with it (EINVAL
-        //    otherwise): an atomic writes the new value into this memory, and
-        //    it is our own NIC that does the writing on the client's behalf.
+        //    atomics on them; LOCAL_WRITE: required with REMOTE_ATOMIC (lesson 2).
         //    No REMOTE_READ or REMOTE_WRITE: clients may not read or overwrite
         //    the words except through an atomic.
         wb::Buffer buf = wb::alloc_buffer(sizeof(SharedWords));  // page-aligned, zeroed: counter 0, lock free
@@ -220,8 +217,8 @@ int main(int argc, char** argv) {
         }
 
         // 5. Start them all at once, so that their atomics really do run at the
-        //    same time. GO also tells each client that our QP is past RTR (a QP
-        //    still in INIT drops requests silently; see lesson 4's "RTR!").
+        //    same time. GO also tells each client that our QP is past RTR
+        //    (lesson 4's "RTR!", step 8).
         //    Then wait for every client's DONE. A client that
         //    finishes early just leaves its DONE in the socket until we get to it.
         std::printf("server: %d of %d clients connected; sending GO: their atomics run now, "

@@ -235,8 +235,7 @@ int main(int argc, char** argv) {
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
 
-    // 2. The objects, declared in creation order: C++ destroys them in
-    //    reverse (QP, CQ, channel, MRs, PD, context), the order rdma-core needs.
+    // 2. The objects, in creation order (reverse destruction: lesson 2).
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
 
     // Memory as in lesson 4, one slot per request: receive slots our NIC
@@ -299,8 +298,7 @@ int main(int argc, char** argv) {
     std::printf("%s: peer %s is QP 0x%x\n", side, conn.peer().c_str(), peer.qp_num);
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
-    // As in lesson 4: the client must not SEND before the server's QP is in
-    // RTR (a QP in INIT drops packets), so the server says "RTR!" first.
+    // RTR!: the client does not SEND before the server's QP is in RTR (lesson 4, step 8).
     if (is_server) {
         wb::send_token(conn, "RTR!");
     } else {

@@ -208,8 +208,7 @@ int main(int argc, char** argv) {
                  is_server ? "drop -d, or listen with -b on an address of " + opt.device
                            : "drop -d, or give a HOST that " + opt.device + " reaches");
 
-    // 2. The objects of an RC connection, declared in creation order: C++
-    //    destroys them in reverse, which is the order rdma-core requires.
+    // 2. The objects of an RC connection, in creation order (reverse destruction: lesson 2).
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(id->verbs))};
     // Two CQs, one for our SENDs and one for our RECVs, so that each wait
     // below is for exactly one thing. One entry each: one message each way.
