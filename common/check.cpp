@@ -32,11 +32,6 @@ void fail(const std::string& what, const std::string& hint) {
     std::exit(1);
 }
 
-void warn(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s: warning: %s\n", g_program, what.c_str());
-}
-
 void result_error(const std::string& what) {
     std::printf("result: error: %s\n", what.c_str());
     std::fflush(stdout);

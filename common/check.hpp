@@ -7,9 +7,10 @@
 //   CHECK_PTR(call)    NULL on failure, errno set      ibv_open_device, ibv_alloc_pd,
 //                                                      ibv_reg_mr, ibv_create_cq/qp ...
 //   CHECK_RC(call)     returns 0, or an errno value    ibv_modify_qp, ibv_query_port,
-//                                                      ibv_post_send/recv, ibv_dealloc_pd ...
-//   CHECK_ERRNO(call)  returns -1 on failure, errno    poll, ibv_get_cq_event, ibv_req_notify_cq
-//                      set (rdma_cm uses this too)     (see its note), rdma_create_id ...
+//                                                      ibv_post_send/recv, ibv_req_notify_cq,
+//                                                      ibv_dealloc_pd ...
+//   CHECK_ERRNO(call)  returns -1 on failure, errno    poll, ibv_get_cq_event, rdma_create_id,
+//                      set (rdma_cm uses this too)     rdma_get_cm_event ...
 //
 // On failure they print, on stderr,
 //   lesson4: ibv_reg_mr(pd.get(), buf, len, access) failed: ENOMEM (Cannot allocate memory)
@@ -38,9 +39,6 @@ std::string errno_str(int err);
 // Print "PROGRAM: what" (and "PROGRAM: check: hint" when hint is non-empty)
 // on stderr and exit(1). Use for runtime failures that are not a verb's.
 [[noreturn]] void fail(const std::string& what, const std::string& hint = "");
-
-// Print "PROGRAM: warning: what" on stderr and carry on.
-void warn(const std::string& what);
 
 // End with an error outcome the lesson itself decided (an overflowing sum, a
 // message that does not fit): print "result: error: what" on stdout, the

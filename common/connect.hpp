@@ -38,9 +38,6 @@ void qp_to_rtr(ibv_qp* qp, const PortAddress& a, const PeerInfo& peer, uint8_t r
 // requests we may have outstanding at the peer (max_rd_atomic).
 void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic = 1);
 
-// Print the state of the QP as ibv_query_qp reports it ("qp 0x11: RTS").
-ibv_qp_state query_state(ibv_qp* qp);
-
 // Busy-poll `cq` for one completion, at most timeout_s seconds (lesson 3
 // writes this loop out). Exits 1 when nothing arrives in time or the
 // completion failed (with ibv_wc_status_str and what to check).

@@ -141,8 +141,11 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
             usage_error(msg);
         }
         default:
-            for (const ExtraOption& o : extra)
-                if (c == o.letter) *o.value = o.metavar ? arg : "1";
+            for (const ExtraOption& o : extra) {
+                if (c != o.letter) continue;
+                *o.value = o.metavar ? arg : "1";
+                opt.given_extras += o.letter;
+            }
         }
     }
     for (int i = optind; i < argc; ++i) opt.args.emplace_back(argv[i]);

@@ -34,6 +34,11 @@ struct Options {
     int timeout_s = kDefaultTimeoutSeconds;  // --timeout
     bool timeout_given = false;        // a server waits forever for its first client unless set
     std::vector<std::string> args;     // positional arguments (host first, if any)
+    std::string given_extras;          // the letters of the lesson's own options that were given
+
+    // True when the lesson's own option `letter` was on the command line,
+    // even with an empty value ("-m ''"): the one way to ask "was it given?".
+    bool given(char letter) const { return given_extras.find(letter) != std::string::npos; }
 
     // The server's wait for its first client: -1 (no limit) unless --timeout was given.
     int accept_timeout_s() const { return timeout_given ? timeout_s : -1; }

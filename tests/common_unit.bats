@@ -49,6 +49,16 @@ args="
   assert_line "tcp_port=20001"
   assert_line "count=5"
   assert_line "verbose=1"
+  assert_line "given=nv"
+}
+
+@test "an option given with an empty value counts as given, and is refused as no number" {
+  run --separate-stderr "$PROBE" -n ''
+  assert_usage_error "-n: '' is not a whole number"
+  run --separate-stderr "$PROBE" -v
+  assert_success
+  assert_line "given=v"
+  refute_line --partial "count="
 }
 
 @test "each long option sets its field, with = or a separate argument" {

@@ -122,11 +122,11 @@ int main(int argc, char** argv) {
     // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
     const wb::SumArgs sum_args = wb::parse_sum_args(opt);
     const bool is_server = sum_args.is_server;
-    if (is_server && !send_bytes_text.empty()) wb::usage_error("-B is a client option");
+    if (is_server && opt.given('B')) wb::usage_error("-B is a client option");
     const int64_t a = sum_args.a, b = sum_args.b;
-    const uint32_t send_bytes = send_bytes_text.empty()
-                                    ? sizeof(wb::SumRequest)
-                                    : static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes));
+    const uint32_t send_bytes = opt.given('B')
+                                    ? static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes))
+                                    : sizeof(wb::SumRequest);
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);

@@ -86,13 +86,13 @@ int main(int argc, char** argv) {
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 2)
         wb::usage_error("expected at most HOST MESSAGE, got " + std::to_string(opt.args.size()) + " arguments");
-    if (!is_server && !size_text.empty()) wb::usage_error("-s is a server option; the server decides its buffer size");
-    if (is_server && !lie_text.empty()) wb::usage_error("-L is a client option");
+    if (!is_server && opt.given('s')) wb::usage_error("-s is a server option; the server decides its buffer size");
+    if (is_server && opt.given('L')) wb::usage_error("-L is a client option");
     const uint32_t buffer_bytes = static_cast<uint32_t>(
-        size_text.empty() ? kDefaultBufferBytes : wb::parse_range(size_text, "-s", 1, kMaxBufferBytes));
+        opt.given('s') ? wb::parse_range(size_text, "-s", 1, kMaxBufferBytes) : kDefaultBufferBytes);
     const std::string message = opt.args.size() == 2 ? opt.args[1] : kDefaultMessage;
     if (message.empty()) wb::usage_error("MESSAGE must not be empty");
-    const int64_t lie = lie_text.empty() ? -1 : wb::parse_range(lie_text, "-L", 0, UINT32_MAX);
+    const int64_t lie = opt.given('L') ? wb::parse_range(lie_text, "-L", 0, UINT32_MAX) : -1;
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);

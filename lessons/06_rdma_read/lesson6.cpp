@@ -47,14 +47,10 @@ constexpr size_t kClientBufferSize = 4096; // bytes the client can receive; it r
 // must not exceed the server's max_dest_rd_atomic (server, RTR).
 constexpr uint8_t kReadsInFlight = 1;
 
-// argv strings cannot contain a NUL byte, so this value means "-m not given".
-const std::string kNotGiven(1, '\0');
-
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string text = kNotGiven;
+    std::string text;
     const wb::ExtraOption extra[] = {
         {'m', "message", "TEXT", "server: the text to expose (default: \"Hello from the server's memory\")", &text},
     };
@@ -66,8 +62,8 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (!is_server && text != kNotGiven) wb::usage_error("-m is a server option; the client reads whatever the server exposes");
-    if (is_server && text == kNotGiven) text = kDefaultText;
+    if (!is_server && opt.given('m')) wb::usage_error("-m is a server option; the client reads whatever the server exposes");
+    if (is_server && !opt.given('m')) text = kDefaultText;
     if (is_server && text.empty()) wb::usage_error("-m: the text must not be empty");
     if (is_server && text.size() > kMaxServerText)
         wb::usage_error("-m: the text is " + std::to_string(text.size()) + " bytes, at most " +

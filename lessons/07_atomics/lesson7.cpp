@@ -66,9 +66,6 @@ struct SharedWords {
 };
 static_assert(sizeof(SharedWords) == 16 && offsetof(SharedWords, lock) == 8);
 
-// argv strings cannot contain a NUL byte, so this value means "option not given".
-const std::string kNotGiven(1, '\0');
-
 const char* atomic_cap_str(ibv_atomic_cap cap) {
     switch (cap) {
     case IBV_ATOMIC_NONE: return "IBV_ATOMIC_NONE (no atomics)";
@@ -145,7 +142,7 @@ ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string clients_arg = kNotGiven, adds_arg = kNotGiven;
+    std::string clients_arg, adds_arg;
     const wb::ExtraOption extra[] = {
         {'c', "clients", "CLIENTS", "server: how many clients to serve at once (default: 1)", &clients_arg},
         {'n', "adds", "N", "client: how many FETCH_AND_ADDs to do (default: 5)", &adds_arg},
@@ -158,10 +155,10 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (is_server && adds_arg != kNotGiven) wb::usage_error("-n is a client option (./lesson7 HOST -n N)");
-    if (!is_server && clients_arg != kNotGiven) wb::usage_error("-c is a server option (./lesson7 -c CLIENTS)");
-    const int clients = clients_arg == kNotGiven ? kDefaultClients : static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100));
-    const int adds = adds_arg == kNotGiven ? kDefaultAdds : static_cast<int>(wb::parse_range(adds_arg, "-n", 1, 1000000));
+    if (is_server && opt.given('n')) wb::usage_error("-n is a client option (./lesson7 HOST -n N)");
+    if (!is_server && opt.given('c')) wb::usage_error("-c is a server option (./lesson7 -c CLIENTS)");
+    const int clients = opt.given('c') ? static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100)) : kDefaultClients;
+    const int adds = opt.given('n') ? static_cast<int>(wb::parse_range(adds_arg, "-n", 1, 1000000)) : kDefaultAdds;
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp),
     //    and the question this lesson adds: can this device do atomics at all?

@@ -225,9 +225,9 @@ int main(int argc, char** argv) {
     // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
     const wb::SumArgs sum_args = wb::parse_sum_args(opt);
     const bool is_server = sum_args.is_server;
-    if (is_server && !count_text.empty()) wb::usage_error("-n is a client option");
+    if (is_server && opt.given('n')) wb::usage_error("-n is a client option");
     const int64_t a = sum_args.a, b = sum_args.b;
-    const auto count = static_cast<uint32_t>(count_text.empty() ? 1 : wb::parse_range(count_text, "-n", 1, kMaxRequests));
+    const auto count = static_cast<uint32_t>(opt.given('n') ? wb::parse_range(count_text, "-n", 1, kMaxRequests) : 1);
     const char* const side = is_server ? "server" : "client";
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).

@@ -156,12 +156,12 @@ int main(int argc, char** argv) {
     // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
     const wb::SumArgs sum_args = wb::parse_sum_args(opt);
     const bool is_server = sum_args.is_server;
-    if (is_server && !send_bytes_text.empty()) wb::usage_error("-B is a client option");
-    if (!is_server && !bind_text.empty()) wb::usage_error("-b is a server option");
+    if (is_server && opt.given('B')) wb::usage_error("-B is a client option");
+    if (!is_server && opt.given('b')) wb::usage_error("-b is a server option");
     const int64_t a = sum_args.a, b = sum_args.b;
-    const uint32_t send_bytes = send_bytes_text.empty()
-                                    ? sizeof(wb::SumRequest)
-                                    : static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes));
+    const uint32_t send_bytes = opt.given('B')
+                                    ? static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes))
+                                    : sizeof(wb::SumRequest);
 
     // 1. Device, port and address: rdma_cm finds all three from an IP address
     //    and hands them to us in an id, its socket. Every CM event arrives on
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     wb::EventChannel ec{CHECK_PTR(rdma_create_event_channel())};
     const int fd_flags = CHECK_ERRNO(fcntl(ec->fd, F_GETFL));
     CHECK_ERRNO(fcntl(ec->fd, F_SETFL, fd_flags | O_NONBLOCK));
-    sockaddr_storage ip = is_server ? wb::ip_address(bind_text.empty() ? "::" : bind_text, opt.tcp_port, "-b")
+    sockaddr_storage ip = is_server ? wb::ip_address(opt.given('b') ? bind_text : "::", opt.tcp_port, "-b")
                                     : wb::ip_address(opt.args[0], opt.tcp_port, "HOST");
     sockaddr* const ip_addr = reinterpret_cast<sockaddr*>(&ip);
     rdma_cm_id* raw = nullptr;

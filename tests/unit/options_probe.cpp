@@ -41,9 +41,10 @@ int main(int argc, char** argv) {
     std::printf("timeout_s=%d\n", opt.timeout_s);
     std::printf("timeout_given=%d\n", opt.timeout_given ? 1 : 0);
     std::printf("accept_timeout_s=%d\n", opt.accept_timeout_s());
-    if (!count.empty())
+    if (opt.given('n'))
         std::printf("count=%lld\n", static_cast<long long>(wb::parse_range(count, "-n", -100, 100)));
     std::printf("verbose=%s\n", verbose.c_str());
+    if (!opt.given_extras.empty()) std::printf("given=%s\n", opt.given_extras.c_str());
     std::string args;
     for (const std::string& a : opt.args) args += "[" + a + "]";
     std::printf("args=%s\n", args.c_str());
