@@ -45,7 +45,7 @@ std::string printable(const char* data, size_t len) {
         if (c == '"' || c == '\\') {
             out += '\\';
             out += static_cast<char>(c);
-        } else if (c < 0x20 || c == 0x7f) {
+        } else if (c < 0x20 || c >= 0x7f) {  // controls, DEL, and every byte of UTF-8 or C1
             char hex[5];
             std::snprintf(hex, sizeof hex, "\\x%02x", c);
             out += hex;

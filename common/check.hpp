@@ -46,8 +46,11 @@ std::string errno_str(int err);
 [[noreturn]] void result_error(const std::string& what);
 
 // `len` bytes of peer-supplied text as it may appear between quotes on one
-// line: quotes, backslashes and control bytes escaped (\x07), so a peer that
-// sends binary cannot garble the terminal or break a "result:" line.
+// line: printable ASCII (0x20..0x7e) as it is, quotes and backslashes with a
+// backslash, every other byte as \xNN (controls, DEL, and all bytes from 0x80:
+// a UTF-8 C1 control such as CSI c2 9b, a raw 9b, a right-to-left override
+// e2 80 ae). A peer that sends binary cannot garble the terminal, reorder
+// what it shows, or break a "result:" line.
 std::string printable(const char* data, size_t len);
 
 // Implementation of the macros below; call the macros, not these.

@@ -223,7 +223,18 @@ args="
   assert_line "ok - the address is all 64 bits, big-endian, at offset 38"
   assert_line "ok - the wire form is 54 bytes"
   refute_line --partial "not ok"
-  assert_line "exchange_codec: 27 checks, 0 failed"
+  assert_line "exchange_codec: 33 checks, 0 failed"
+}
+
+@test "a peer's bytes are shown escaped: everything outside printable ASCII, UTF-8 CSI, a raw 9b and bidi overrides included" {
+  run build/tests/exchange_codec
+  assert_success
+  assert_line "ok - printable escapes the UTF-8 CSI c2 9b"
+  assert_line "ok - printable escapes a raw 9b"
+  assert_line "ok - printable escapes the right-to-left override e2 80 ae"
+  assert_line "ok - printable escapes DEL, ff and NUL"
+  assert_line "ok - printable escapes quotes and backslashes"
+  refute_line --partial "not ok"
 }
 
 @test "decode refuses malformed and truncated messages and says why" {
