@@ -32,11 +32,6 @@ void fail(const std::string& what, const std::string& hint) {
     std::exit(1);
 }
 
-void warn(const std::string& what) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s: warning: %s\n", g_program, what.c_str());
-}
-
 void result_error(const std::string& what) {
     std::printf("result: error: %s\n", what.c_str());
     std::fflush(stdout);
@@ -50,7 +45,7 @@ std::string printable(const char* data, size_t len) {
         if (c == '"' || c == '\\') {
             out += '\\';
             out += static_cast<char>(c);
-        } else if (c < 0x20 || c == 0x7f) {
+        } else if (c < 0x20 || c >= 0x7f) {  // controls, DEL, and every byte of UTF-8 or C1
             char hex[5];
             std::snprintf(hex, sizeof hex, "\\x%02x", c);
             out += hex;

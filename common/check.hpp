@@ -7,9 +7,10 @@
 //   CHECK_PTR(call)    NULL on failure, errno set      ibv_open_device, ibv_alloc_pd,
 //                                                      ibv_reg_mr, ibv_create_cq/qp ...
 //   CHECK_RC(call)     returns 0, or an errno value    ibv_modify_qp, ibv_query_port,
-//                                                      ibv_post_send/recv, ibv_dealloc_pd ...
-//   CHECK_ERRNO(call)  returns -1 on failure, errno    poll, ibv_get_cq_event, ibv_req_notify_cq
-//                      set (rdma_cm uses this too)     (see its note), rdma_create_id ...
+//                                                      ibv_post_send/recv, ibv_req_notify_cq,
+//                                                      ibv_dealloc_pd ...
+//   CHECK_ERRNO(call)  returns -1 on failure, errno    poll, ibv_get_cq_event, rdma_create_id,
+//                      set (rdma_cm uses this too)     rdma_get_cm_event ...
 //
 // On failure they print, on stderr,
 //   lesson4: ibv_reg_mr(pd.get(), buf, len, access) failed: ENOMEM (Cannot allocate memory)
@@ -39,17 +40,17 @@ std::string errno_str(int err);
 // on stderr and exit(1). Use for runtime failures that are not a verb's.
 [[noreturn]] void fail(const std::string& what, const std::string& hint = "");
 
-// Print "PROGRAM: warning: what" on stderr and carry on.
-void warn(const std::string& what);
-
 // End with an error outcome the lesson itself decided (an overflowing sum, a
 // message that does not fit): print "result: error: what" on stdout, the
 // lesson's last line, and exit(1).
 [[noreturn]] void result_error(const std::string& what);
 
 // `len` bytes of peer-supplied text as it may appear between quotes on one
-// line: quotes, backslashes and control bytes escaped (\x07), so a peer that
-// sends binary cannot garble the terminal or break a "result:" line.
+// line: printable ASCII (0x20..0x7e) as it is, quotes and backslashes with a
+// backslash, every other byte as \xNN (controls, DEL, and all bytes from 0x80:
+// a UTF-8 C1 control such as CSI c2 9b, a raw 9b, a right-to-left override
+// e2 80 ae). A peer that sends binary cannot garble the terminal, reorder
+// what it shows, or break a "result:" line.
 std::string printable(const char* data, size_t len);
 
 // Implementation of the macros below; call the macros, not these.

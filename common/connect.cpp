@@ -2,16 +2,19 @@
 // field by field in lessons/03_qp_state_machine/lesson3.cpp.
 #include "connect.hpp"
 
+#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <thread>
 
 #include "check.hpp"
+#include "options.hpp"
 
 namespace wb {
 
@@ -71,10 +74,19 @@ void qp_to_rtr(ibv_qp* qp, const PortAddress& a, const PeerInfo& peer, uint8_t r
             fail("the peer sent a zero GID, but this port needs GRH addressing",
                  "is the peer on an InfiniBand port using LID addressing? give both sides -g");
     }
+    // A RoCE v2 GID is an IP address, and the kernel finds the peer's MAC by
+    // routing from our address to the peer's: EINVAL here when one side's GID
+    // is IPv6 (fe80::..., -g 0 on rxe) and the other's IPv4-mapped (::ffff:a.b.c.d).
+    const std::string hint =
+        a.gid_index < 0 ? "is the peer's LID right? (./lesson1 shows the port)"
+                        : "compare both sides' gid: lines: ours is " + gid_to_string(a.gid) + " (" +
+                              a.gid_type + "), the peer's " + gid_to_string(peer.gid) +
+                              "; both must have the same type, and be both IPv4-mapped (::ffff:a.b.c.d) " +
+                              "or both IPv6 (-g; ./lesson1 lists the table)";
     CHECK_RC(ibv_modify_qp(qp, &attr,
                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-             "do both sides use a GID of the same type? (-g; ./lesson1 lists the table)");
+             hint.c_str());
 }
 
 void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic) {
@@ -90,13 +102,6 @@ void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic) {
     CHECK_RC(ibv_modify_qp(qp, &attr,
                            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT |
                                IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY));
-}
-
-ibv_qp_state query_state(ibv_qp* qp) {
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init));
-    return attr.qp_state;
 }
 
 const char* wc_opcode_str(ibv_wc_opcode op) {
@@ -143,6 +148,63 @@ void check_wc(const ibv_wc& wc, const char* what, const char* likely_cause) {
     fail(std::string(what) + " completed with status " + ibv_wc_status_str(wc.status) + " (" +
              std::to_string(wc.status) + ", vendor_err " + std::to_string(wc.vendor_err) + ")",
          hint);
+}
+
+// The status of RDMA_CM_EVENT_REJECTED on InfiniBand and RoCE is the IB CM's
+// reject reason (IBTA, "REJ reason" table); librdmacm has no string for it.
+constexpr int kRejectNoListener = 8;  // "invalid service ID": nothing listens on that port
+constexpr int kRejectConsumer = 28;   // "consumer defined": the peer's program called rdma_reject
+
+void check_cm_event(const rdma_cm_event* ev, rdma_cm_event_type expected) {
+    if (ev->event == expected) return;
+    std::string status = "status " + std::to_string(ev->status);
+    if (ev->event == RDMA_CM_EVENT_REJECTED)
+        status = "reject reason " + std::to_string(ev->status) +
+                 (ev->status == kRejectNoListener ? ": invalid service ID, nothing listens on that port"
+                  : ev->status == kRejectConsumer ? ": consumer defined, the server's program rejected us"
+                                                  : "");
+    else if (ev->status < 0)
+        status += ", " + errno_str(-ev->status);
+    const char* hint = "see the peer's output";
+    switch (ev->event) {
+    case RDMA_CM_EVENT_ADDR_ERROR:
+        hint = "is HOST an IP address reachable through an RDMA netdev (rdma link show; ip route get HOST)? "
+               "in a container or network namespace rdma_cm may not see the device";
+        break;
+    case RDMA_CM_EVENT_ROUTE_ERROR: hint = "is there a route to HOST over the RDMA netdev? (ip route get HOST)"; break;
+    case RDMA_CM_EVENT_UNREACHABLE:
+        hint = "the server's CM never answered: is it running there? is UDP 4791 open? is HOST right?";
+        break;
+    case RDMA_CM_EVENT_REJECTED:
+        hint = ev->status == kRejectNoListener
+                   ? "is the server running there, listening (its \"listening\" line) on the same -p?"
+                   : "see the server's output";
+        break;
+    case RDMA_CM_EVENT_CONNECT_ERROR: hint = "the connection failed after the reply: see the peer's output"; break;
+    default: break;
+    }
+    fail(std::string("expected ") + rdma_event_str(expected) + ", got " + rdma_event_str(ev->event) + " (" +
+             status + ")",
+         hint);
+}
+
+sockaddr_storage ip_address(const std::string& host, uint16_t port, const char* what) {
+    addrinfo hints{};
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;  // rdma_cm needs an address, not a name
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0)
+        usage_error(std::string(what) + ": '" + host + "' is not an IPv4 or IPv6 address");
+    sockaddr_storage ss{};
+    std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return ss;
+}
+
+std::string address_str(const sockaddr* sa) {
+    char host[NI_MAXHOST] = "?";
+    getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in), host, sizeof host,
+                nullptr, 0, NI_NUMERICHOST);
+    return host;
 }
 
 namespace {

@@ -7,9 +7,12 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "device.hpp"
 #include "exchange.hpp"
@@ -36,9 +39,6 @@ void qp_to_rtr(ibv_qp* qp, const PortAddress& a, const PeerInfo& peer, uint8_t r
 // requests we may have outstanding at the peer (max_rd_atomic).
 void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic = 1);
 
-// Print the state of the QP as ibv_query_qp reports it ("qp 0x11: RTS").
-ibv_qp_state query_state(ibv_qp* qp);
-
 // How long an RC QP with qp_to_rts's values keeps resending an unacknowledged
 // request before its completion says IBV_WC_RETRY_EXC_ERR: 7 tries (retry_cnt
 // 6) x 67 ms (timeout 14) = 0.47 s, measured 0.48 s on rxe; rounded up.
@@ -64,5 +64,20 @@ void check_wc(const ibv_wc& wc, const char* what, const char* likely_cause = nul
 
 // "IBV_WC_RECV", "IBV_WC_RDMA_WRITE" ...: rdma-core has no string function for opcodes.
 const char* wc_opcode_str(ibv_wc_opcode op);
+
+// rdma_cm (lesson 9), where the connection manager does the exchange and the
+// transitions above.
+
+// Exit 1 unless `ev` is the `expected` event. The message names both events
+// (rdma_event_str), the event's status (for REJECTED the IB CM's reject
+// reason, for the error events a negative errno) and the usual causes: the
+// rdma_cm counterpart of check_wc.
+void check_cm_event(const rdma_cm_event* ev, rdma_cm_event_type expected);
+
+// "192.0.2.1", "fe80::1%dummy0" and a port as the sockaddr rdma_cm takes. A
+// numeric address only: misuse (exit 2) names `what` ("HOST", "-b").
+sockaddr_storage ip_address(const std::string& host, uint16_t port, const char* what);
+// The address part of `sa` as text: "192.0.2.1", "fe80::1%dummy0".
+std::string address_str(const sockaddr* sa);
 
 }  // namespace wb

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -165,7 +166,7 @@ Connection connect_to(const std::string& host, uint16_t port, int timeout_s) {
         fail("getaddrinfo(" + host + ") failed: " + gai_strerror(rc), "is the host name or address right?");
     std::string last_error = "no address";
     int attempts = 0;
-    for (;;) {
+    for (bool first_round = true;; first_round = false) {
         for (addrinfo* ai = res; ai; ai = ai->ai_next) {
             int fd = CHECK_ERRNO(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
             ++attempts;
@@ -189,6 +190,9 @@ Connection connect_to(const std::string& host, uint16_t port, int timeout_s) {
             close(fd);
         }
         if (Clock::now() >= deadline) break;
+        if (first_round)  // say it once, not on every retry
+            std::printf("client: %s:%s did not answer (%s); retrying for up to %d s\n", host.c_str(),
+                        service.c_str(), last_error.c_str(), timeout_s);
         std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server may not be up yet
     }
     freeaddrinfo(res);

@@ -75,7 +75,8 @@ private:
 };
 
 // Connect to host:port, retrying refused or unreachable attempts until
-// timeout_s seconds have passed; exits 1 with what to check on failure.
+// timeout_s seconds have passed, saying so once ("client: HOST:PORT did not
+// answer (...); retrying ..."); exits 1 with what to check on failure.
 Connection connect_to(const std::string& host, uint16_t port, int timeout_s);
 
 // Send our PeerInfo and receive the peer's, each way bounded by timeout_s.
@@ -83,7 +84,7 @@ Connection connect_to(const std::string& host, uint16_t port, int timeout_s);
 // when the peer is a different lesson.
 PeerInfo exchange(Connection& c, const PeerInfo& mine, int timeout_s);
 
-// Small control messages after the exchange ("DONE", "SUM!"): exactly four
+// Small control messages after the exchange ("RTR!", "GO!!", "DONE"): exactly four
 // ASCII bytes each, so both sides agree on their length by construction.
 void send_token(Connection& c, const char (&token)[5]);
 // Wait (bounded) for `token`; exits 1 naming what arrived instead, or that

@@ -21,7 +21,7 @@ void FreeBuffer::operator()(void* p) const noexcept { std::free(p); }
 Buffer alloc_buffer(size_t bytes) {
     void* p = nullptr;
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t rounded = (bytes + page - 1) / page * page;  // aligned_alloc wants a multiple
+    const size_t rounded = (bytes + page - 1) / page * page;  // whole pages: an MR pins whole pages anyway
     if (int rc = posix_memalign(&p, page, rounded); rc != 0)
         fail("posix_memalign(" + std::to_string(rounded) + " bytes) failed: " + errno_str(rc));
     std::memset(p, 0, rounded);

@@ -59,6 +59,15 @@ WB_HANDLE(CmId, rdma_cm_id, rdma_destroy_id);
 
 #undef WB_HANDLE
 
+// The QP that rdma_create_qp(id, ...) made on a CM id (id->qp). It is released
+// with rdma_destroy_qp(id), so the deleter keeps the id:
+//     wb::CmQueuePair qp{id->qp, {id.get()}};
+struct CmQpRelease {
+    rdma_cm_id* id = nullptr;
+    void operator()(ibv_qp*) const noexcept { rdma_destroy_qp(id); }  // returns void: nothing to report
+};
+using CmQueuePair = std::unique_ptr<ibv_qp, CmQpRelease>;
+
 // Memory for RDMA buffers: page-aligned, zeroed, freed with free().
 struct FreeBuffer {
     void operator()(void* p) const noexcept;

@@ -42,8 +42,8 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
     const char* p = program_name();
     std::printf("%s - %s\n\nUsage:\n  %s %s\n\nOptions:\n", p, usage.summary, p, usage.synopsis);
     std::printf("  -d, --ib-dev=DEV      RDMA device (default: the first device found)\n");
-    if (usage.no_address_options) {
-        std::printf("  -i, -g                not taken: %s\n", usage.no_address_options);
+    if (!usage.port_and_gid) {
+        if (usage.no_address_options) std::printf("  -i, -g                not taken: %s\n", usage.no_address_options);
     } else {
         std::printf("  -i, --ib-port=PORT    port of the device (default: 1)\n");
         std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
@@ -52,9 +52,10 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
     if (usage.network) {
         std::printf("  -p, --port=PORT       %s (default: %u)\n",
                     usage.port_help ? usage.port_help : "TCP port of the out-of-band exchange", kDefaultTcpPort);
-        std::printf("      --timeout=SECS    client connect retries and every wait on the peer\n"
+        std::printf("      --timeout=SECS    %s\n"
                     "                        (default: %d; a server waits for its first client\n"
                     "                        without limit unless --timeout is given)\n",
+                    usage.timeout_help ? usage.timeout_help : "client connect retries and every wait on the peer",
                     kDefaultTimeoutSeconds);
     }
     for (const ExtraOption& o : extra) {
@@ -89,14 +90,17 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     enum { kTimeout = 256 };  // long-only option id, outside the char range
 
-    std::string shortopts = ":d:i:g:h";  // leading ':' reports a missing argument as ':'
-    if (usage.network) shortopts += "p:";
+    std::string shortopts = ":d:h";  // leading ':' reports a missing argument as ':'
     std::vector<option> longopts = {
         {"ib-dev", required_argument, nullptr, 'd'},
-        {"ib-port", required_argument, nullptr, 'i'},
-        {"gid-idx", required_argument, nullptr, 'g'},
         {"help", no_argument, nullptr, 'h'},
     };
+    if (usage.port_and_gid || usage.no_address_options) {
+        shortopts += "i:g:";
+        longopts.push_back({"ib-port", required_argument, nullptr, 'i'});
+        longopts.push_back({"gid-idx", required_argument, nullptr, 'g'});
+    }
+    if (usage.network) shortopts += "p:";
     if (usage.network) {
         longopts.push_back({"port", required_argument, nullptr, 'p'});
         longopts.push_back({"timeout", required_argument, nullptr, kTimeout});
@@ -116,9 +120,14 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
         const std::string arg = optarg ? optarg : "";
         switch (c) {
         case 'd': opt.device = arg; break;
-        case 'i': opt.ib_port = static_cast<int>(parse_range(arg, "-i", 1, 255)); break;
-        // 0..255: the verbs carry the GID index as ibv_global_route.sgid_index, a uint8_t.
-        case 'g': opt.gid_index = static_cast<int>(parse_range(arg, "-g", 0, 255)); break;
+        case 'i':
+        case 'g':
+            if (!usage.port_and_gid)  // only a lesson that explains why accepts them, to refuse them
+                usage_error(std::string("-") + static_cast<char>(c) + " does not apply: " + usage.no_address_options);
+            if (c == 'i') opt.ib_port = static_cast<int>(parse_range(arg, "-i", 1, 255));
+            // 0..255: the verbs carry the GID index as ibv_global_route.sgid_index, a uint8_t.
+            if (c == 'g') opt.gid_index = static_cast<int>(parse_range(arg, "-g", 0, 255));
+            break;
         case 'p': opt.tcp_port = static_cast<uint16_t>(parse_range(arg, "-p", 1, 65535)); break;
         case kTimeout:
             opt.timeout_s = static_cast<int>(parse_range(arg, "--timeout", 1, 86400));
@@ -132,8 +141,11 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
             usage_error(msg);
         }
         default:
-            for (const ExtraOption& o : extra)
-                if (c == o.letter) *o.value = o.metavar ? arg : "1";
+            for (const ExtraOption& o : extra) {
+                if (c != o.letter) continue;
+                *o.value = o.metavar ? arg : "1";
+                opt.given_extras += o.letter;
+            }
         }
     }
     for (int i = optind; i < argc; ++i) opt.args.emplace_back(argv[i]);

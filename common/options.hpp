@@ -34,6 +34,11 @@ struct Options {
     int timeout_s = kDefaultTimeoutSeconds;  // --timeout
     bool timeout_given = false;        // a server waits forever for its first client unless set
     std::vector<std::string> args;     // positional arguments (host first, if any)
+    std::string given_extras;          // the letters of the lesson's own options that were given
+
+    // True when the lesson's own option `letter` was on the command line,
+    // even with an empty value ("-m ''"): the one way to ask "was it given?".
+    bool given(char letter) const { return given_extras.find(letter) != std::string::npos; }
 
     // The server's wait for its first client: -1 (no limit) unless --timeout was given.
     int accept_timeout_s() const { return timeout_given ? timeout_s : -1; }
@@ -58,11 +63,18 @@ struct Usage {
     // What -p means, when it is not the TCP port of the out-of-band exchange
     // (lesson 9: the RDMA CM port). nullptr: the usual text.
     const char* port_help = nullptr;
+    // What --timeout bounds, when the client does not retry its connect
+    // (lesson 9). nullptr: the usual text.
+    const char* timeout_help = nullptr;
     // True when numbers follow the host (lessons 4, 8, 9): -h then shows how
     // to pass negative ones after --.
     bool numbers_after_host = false;
-    // When the lesson does not take -i and -g (lesson 9: rdma_cm picks the
-    // port and GID from the IP address), why; -h shows this instead of them.
+    // False when the lesson reads no port and no GID (lesson 2 only opens the
+    // device; lesson 9's rdma_cm picks them): -h does not list -i and -g, and
+    // they are refused as unknown options...
+    bool port_and_gid = true;
+    // ...or, when this says why (lesson 9), -h shows it in their place and
+    // -i or -g is refused with it.
     const char* no_address_options = nullptr;
 };
 

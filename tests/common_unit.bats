@@ -49,6 +49,16 @@ args="
   assert_line "tcp_port=20001"
   assert_line "count=5"
   assert_line "verbose=1"
+  assert_line "given=nv"
+}
+
+@test "an option given with an empty value counts as given, and is refused as no number" {
+  run --separate-stderr "$PROBE" -n ''
+  assert_usage_error "-n: '' is not a whole number"
+  run --separate-stderr "$PROBE" -v
+  assert_success
+  assert_line "given=v"
+  refute_line --partial "count="
 }
 
 @test "each long option sets its field, with = or a separate argument" {
@@ -122,6 +132,28 @@ args="
   assert_usage_error "unknown option '--timeout'"
 }
 
+@test "a lesson that reads no port or GID neither lists nor takes -i and -g" {
+  PROBE_NO_PORT_GID=1 run --separate-stderr "$PROBE" -h
+  assert_success
+  assert_line --partial "--ib-dev=DEV"
+  refute_line --partial "--ib-port"
+  refute_line --partial "--gid-idx"
+  refute_line --regexp '^  -i, -g'
+  PROBE_NO_PORT_GID=1 run --separate-stderr "$PROBE" -g 1
+  assert_usage_error "unknown option '-g'"
+  PROBE_NO_PORT_GID=1 run --separate-stderr "$PROBE" --ib-port=2
+  assert_usage_error "unknown option '--ib-port'"
+}
+
+@test "a lesson that says why it takes no port or GID shows the reason in -h and in the refusal" {
+  PROBE_NO_PORT_GID="rdma_cm picks them" run --separate-stderr "$PROBE" -h
+  assert_success
+  assert_line "  -i, -g                not taken: rdma_cm picks them"
+  refute_line --partial "--gid-idx"
+  PROBE_NO_PORT_GID="rdma_cm picks them" run --separate-stderr "$PROBE" -i 2
+  assert_usage_error "-i does not apply: rdma_cm picks them"
+}
+
 @test "a value that is not a number is named in one line, exit 2" {
   run --separate-stderr "$PROBE" -i one
   assert_usage_error "-i: 'one' is not a whole number"
@@ -191,7 +223,18 @@ args="
   assert_line "ok - the address is all 64 bits, big-endian, at offset 38"
   assert_line "ok - the wire form is 54 bytes"
   refute_line --partial "not ok"
-  assert_line "exchange_codec: 27 checks, 0 failed"
+  assert_line "exchange_codec: 33 checks, 0 failed"
+}
+
+@test "a peer's bytes are shown escaped: everything outside printable ASCII, UTF-8 CSI, a raw 9b and bidi overrides included" {
+  run build/tests/exchange_codec
+  assert_success
+  assert_line "ok - printable escapes the UTF-8 CSI c2 9b"
+  assert_line "ok - printable escapes a raw 9b"
+  assert_line "ok - printable escapes the right-to-left override e2 80 ae"
+  assert_line "ok - printable escapes DEL, ff and NUL"
+  assert_line "ok - printable escapes quotes and backslashes"
+  refute_line --partial "not ok"
 }
 
 @test "decode refuses malformed and truncated messages and says why" {
@@ -219,11 +262,12 @@ args="
   assert_line "result: exchange ok"
 }
 
-@test "a client started before its server retries until the server listens" {
+@test "a client started before its server retries until the server listens, and says so once" {
   run --separate-stderr build/tests/exchange_tcp late-server
   assert_success
   assert_line "connected after retrying for more than 0.5 s"
   assert_line "result: exchange ok"
+  assert_equal "$(grep -cE '^client: 127\.0\.0\.1:[0-9]+ did not answer \(ECONNREFUSED \(Connection refused\)\); retrying for up to 5 s$' <<<"$output")" 1
 }
 
 @test "a client with nobody to connect to gives up after --timeout and says what to check" {
@@ -232,6 +276,7 @@ args="
   refute_output --partial "result:"
   [[ "${stderr_lines[0]}" =~ ^"exchange_tcp: could not connect to 127.0.0.1:"[0-9]+" within 1 s ("[0-9]+" attempt"s?", last: ECONNREFUSED (Connection refused))"$ ]]
   [[ "$stderr" == *"check: is the server running there with the same -p?"* ]]
+  assert_equal "$(grep -c '^client: .* did not answer .*; retrying for up to 1 s$' <<<"$output")" 1
 }
 
 @test "a server nobody connects to gives up after its timeout" {

@@ -121,12 +121,14 @@ int main(int argc, char** argv) {
         .synopsis = "[-d DEV]",
         .summary = "register memory with different access flags and show the rules by trying them",
         .network = false,
+        .port_and_gid = false,  // lesson 2 registers memory: it needs a device, no port and no GID
     };
     wb::Options opt = wb::parse_options(argc, argv, usage);
     if (!opt.args.empty()) wb::usage_error("unexpected argument '" + opt.args[0] + "': lesson 2 takes no host");
 
-    // The handles below are declared in creation order; C++ destroys them in
-    // reverse, which is the order rdma-core requires (see step 7).
+    // The handles below are declared in creation order: C++ destroys locals
+    // in reverse, which is the order rdma-core requires (step 7 shows why).
+    // Every later lesson relies on this and says only "in creation order".
     //
     // 1. The device: wb::open_device is lesson 1's ibv_get_device_list +
     //    ibv_open_device walk (the first device, or -d).
@@ -244,5 +246,5 @@ int main(int argc, char** argv) {
                 "without LOCAL_WRITE %s, REMOTE_ATOMIC without LOCAL_WRITE %s, unmapped memory %s, 1 MiB over "
                 "a 64 KiB RLIMIT_MEMLOCK %s, a PD with MRs %s\n",
                 einval_write.c_str(), einval_atomic.c_str(), efault.c_str(), enomem.c_str(), strerrorname_np(rc));
-    return 0;  // ~atomic_mr ... ~send_mr: ibv_dereg_mr; ~big, ~buf: free; ~pd: ibv_dealloc_pd; ~ctx: ibv_close_device
+    return 0;  // ~big: free; ~atomic_mr ... ~send_mr: ibv_dereg_mr; ~buf: free; ~pd: ibv_dealloc_pd; ~ctx: ibv_close_device
 }

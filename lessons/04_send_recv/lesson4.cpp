@@ -9,11 +9,9 @@
 // peer's NIC writes the message into that receive's buffer and raises an
 // IBV_WC_RECV completion whose byte_len says how much arrived.
 //
-// The sum request and the sum response are two fixed 16-byte structs with
-// every integer in network byte order (big-endian), so hosts of any
-// endianness agree. The server checks that exactly one request arrived, adds
-// with __builtin_add_overflow and answers with a status: an overflowing sum
-// is an error on both sides (exit 1), never a wrapped number.
+// The request and the response are fixed 16-byte big-endian structs
+// (common/sum_protocol.hpp); a sum that overflows is an error on both sides
+// (exit 1), never a wrapped number.
 //
 // Run it on one host (two terminals; rxe's loopback carries the RDMA):
 //     ./lesson4                        server: waits for one client
@@ -124,19 +122,18 @@ int main(int argc, char** argv) {
     // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
     const wb::SumArgs sum_args = wb::parse_sum_args(opt);
     const bool is_server = sum_args.is_server;
-    if (is_server && !send_bytes_text.empty()) wb::usage_error("-B is a client option");
+    if (is_server && opt.given('B')) wb::usage_error("-B is a client option");
     const int64_t a = sum_args.a, b = sum_args.b;
-    const uint32_t send_bytes = send_bytes_text.empty()
-                                    ? sizeof(wb::SumRequest)
-                                    : static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes));
+    const uint32_t send_bytes = opt.given('B')
+                                    ? static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes))
+                                    : sizeof(wb::SumRequest);
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
 
-    // 2. The objects of an RC connection, declared in creation order: C++
-    //    destroys them in reverse, which is the order rdma-core requires.
+    // 2. The objects of an RC connection, in creation order (reverse destruction: lesson 2).
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     // Two CQs, one for our SENDs and one for our RECVs, so that each wait
     // below is for exactly one thing. One entry each: one message each way.
@@ -200,8 +197,8 @@ int main(int argc, char** argv) {
 
     // 8. The client must not SEND before the server's QP is in RTR: a QP in
     //    INIT drops every packet, and the client's NIC would only resend after
-    //    its ACK timeout (67 ms, at most retry_cnt = 6 times). So the server
-    //    says "RTR!" on the TCP connection, and the client waits for it.
+    //    its ACK timeout (67 ms). So the server says "RTR!" on the TCP
+    //    connection, and the client waits for it. Lessons 5 to 8 do the same.
     if (is_server) {
         wb::send_token(conn, "RTR!");
     } else {

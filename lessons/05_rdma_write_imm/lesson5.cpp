@@ -53,6 +53,17 @@ constexpr int64_t kMaxBufferBytes = 1 << 20;  // 1 MiB: -s may not ask for more
 const char* const kDefaultMessage = "Hello from the client, by RDMA WRITE with immediate";
 
 
+// What a work request does, in the words the narration uses.
+const char* wr_opcode_words(ibv_wr_opcode op) {
+    switch (op) {
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return "RDMA WRITE with immediate";
+    case IBV_WR_RDMA_WRITE: return "RDMA WRITE";
+    case IBV_WR_SEND_WITH_IMM: return "SEND with immediate";
+    case IBV_WR_SEND: return "SEND";
+    default: return "a work request";
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,21 +86,21 @@ int main(int argc, char** argv) {
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 2)
         wb::usage_error("expected at most HOST MESSAGE, got " + std::to_string(opt.args.size()) + " arguments");
-    if (!is_server && !size_text.empty()) wb::usage_error("-s is a server option; the server decides its buffer size");
-    if (is_server && !lie_text.empty()) wb::usage_error("-L is a client option");
+    if (!is_server && opt.given('s')) wb::usage_error("-s is a server option; the server decides its buffer size");
+    if (is_server && opt.given('L')) wb::usage_error("-L is a client option");
     const uint32_t buffer_bytes = static_cast<uint32_t>(
-        size_text.empty() ? kDefaultBufferBytes : wb::parse_range(size_text, "-s", 1, kMaxBufferBytes));
+        opt.given('s') ? wb::parse_range(size_text, "-s", 1, kMaxBufferBytes) : kDefaultBufferBytes);
     const std::string message = opt.args.size() == 2 ? opt.args[1] : kDefaultMessage;
     if (message.empty()) wb::usage_error("MESSAGE must not be empty");
-    const int64_t lie = lie_text.empty() ? -1 : wb::parse_range(lie_text, "-L", 0, UINT32_MAX);
+    const int64_t lie = opt.given('L') ? wb::parse_range(lie_text, "-L", 0, UINT32_MAX) : -1;
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
 
-    // 2. PD, CQ and QP, in creation order (reverse destruction = correct
-    //    teardown). One CQ each side: the server only ever waits for the
+    // 2. PD, CQ and QP, in creation order (reverse destruction: lesson 2).
+    //    One CQ each side: the server only ever waits for the
     //    immediate's RECV completion, the client only for its WRITE's.
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), 1, nullptr, nullptr, 0))};
@@ -109,11 +120,10 @@ int main(int argc, char** argv) {
 
     if (is_server) {
         // 3. The buffer the client writes into. REMOTE_WRITE lets the
-        //    client's NIC write it with our rkey. ibv_reg_mr(3) requires
-        //    LOCAL_WRITE whenever REMOTE_WRITE is asked for (EINVAL without
-        //    it): the NIC writes this memory on the peer's behalf. Nothing
-        //    else: no REMOTE_READ or REMOTE_ATOMIC, so the client can neither
-        //    read our memory nor run atomics on it.
+        //    client's NIC write it with our rkey; LOCAL_WRITE: required with
+        //    REMOTE_WRITE (lesson 2). Nothing else: no REMOTE_READ or
+        //    REMOTE_ATOMIC, so the client can neither read our memory nor run
+        //    atomics on it.
         wb::Buffer buf = wb::alloc_buffer(buffer_bytes);
         wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), buffer_bytes,
                                                  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE),
@@ -148,9 +158,7 @@ int main(int argc, char** argv) {
         // 7. INIT -> RTR -> RTS (lesson 3's transitions, common/connect.cpp).
         wb::qp_to_rtr(qp.get(), addr, peer);
         wb::qp_to_rts(qp.get(), psn);
-        // Tell the client our QP is past RTR: a QP in INIT drops incoming
-        // packets, and the client's NIC would resend only after its ACK timeout.
-        wb::send_token(conn, "RTR!");
+        wb::send_token(conn, "RTR!");  // our QP is past RTR: the client may write (lesson 4, step 8)
         std::printf("server: QP 0x%x is RTS; waiting for the client's WRITE with immediate\n", qp->qp_num);
 
         // 8. The immediate arrives as a RECV completion. Until then our CPU
@@ -206,8 +214,7 @@ int main(int argc, char** argv) {
     // 7. INIT -> RTR -> RTS (lesson 3's transitions).
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
-    // The server's QP must be in RTR before our first packet: wait for its word.
-    wb::expect_token(conn, "RTR!", opt.timeout_s);
+    wb::expect_token(conn, "RTR!", opt.timeout_s);  // not before the server's QP is in RTR (lesson 4, step 8)
 
     // 8. The WRITE with immediate: our buffer (lkey) -> the server's address (rkey).
     //    imm_data is a __be32: it must be in network byte order, hence htonl.
@@ -228,14 +235,19 @@ int main(int argc, char** argv) {
         .wr = {.rdma = {.remote_addr = peer.addr, .rkey = peer.rkey}},
     };
     ibv_send_wr* bad = nullptr;
-    std::printf("client: posting RDMA WRITE with immediate: %u bytes to 0x%llx, immediate %u%s\n", length,
-                static_cast<unsigned long long>(peer.addr), told, lie >= 0 ? " (a lie, from -L)" : "");
+    // The narration follows the work request itself, so that it stays true
+    // when an exercise changes the opcode.
+    const bool with_imm = wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr.opcode == IBV_WR_SEND_WITH_IMM;
+    const std::string imm_text = with_imm ? " immediate " + std::to_string(told) : "";
+    std::printf("client: posting %s: %u bytes to 0x%llx%s%s\n", wr_opcode_words(wr.opcode), length,
+                static_cast<unsigned long long>(peer.addr), with_imm ? ("," + imm_text).c_str() : "",
+                with_imm && lie >= 0 ? " (a lie, from -L)" : "");
     CHECK_RC(ibv_post_send(qp.get(), &wr, &bad));
 
     // 9. Our completion: the server's NIC acknowledged the write (the bytes
     //    are in its memory, and the immediate in its CQ).
     const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "the RDMA WRITE with immediate", conn);
     std::printf("client: completion %s, status %s\n", wb::wc_opcode_str(wc.opcode), ibv_wc_status_str(wc.status));
-    std::printf("result: wrote %u bytes with immediate %u\n", length, told);
+    std::printf("result: wrote %u bytes%s\n", length, with_imm ? (" with" + imm_text).c_str() : "");
     return 0;
 }

@@ -47,14 +47,10 @@ constexpr size_t kClientBufferSize = 4096; // bytes the client can receive; it r
 // must not exceed the server's max_dest_rd_atomic (server, RTR).
 constexpr uint8_t kReadsInFlight = 1;
 
-// argv strings cannot contain a NUL byte, so this value means "-m not given".
-const std::string kNotGiven(1, '\0');
-
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string text = kNotGiven;
+    std::string text;
     const wb::ExtraOption extra[] = {
         {'m', "message", "TEXT", "server: the text to expose (default: \"Hello from the server's memory\")", &text},
     };
@@ -66,8 +62,8 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (!is_server && text != kNotGiven) wb::usage_error("-m is a server option; the client reads whatever the server exposes");
-    if (is_server && text == kNotGiven) text = kDefaultText;
+    if (!is_server && opt.given('m')) wb::usage_error("-m is a server option; the client reads whatever the server exposes");
+    if (is_server && !opt.given('m')) text = kDefaultText;
     if (is_server && text.empty()) wb::usage_error("-m: the text must not be empty");
     if (is_server && text.size() > kMaxServerText)
         wb::usage_error("-m: the text is " + std::to_string(text.size()) + " bytes, at most " +
@@ -78,8 +74,7 @@ int main(int argc, char** argv) {
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
 
-    // 2. The objects every RC connection needs, declared in creation order:
-    //    C++ destroys them in reverse, which is the order rdma-core requires.
+    // 2. The objects every RC connection needs, in creation order (reverse destruction: lesson 2).
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     // The server's CQ will stay empty (that is the point of this lesson), but
     // every QP needs one. One entry per request we keep in flight.
@@ -128,11 +123,8 @@ int main(int argc, char** argv) {
         wb::qp_to_init(qp.get(), addr, IBV_ACCESS_REMOTE_READ);
         wb::qp_to_rtr(qp.get(), addr, peer, kReadsInFlight);
         wb::qp_to_rts(qp.get(), psn, kReadsInFlight);
-        // Tell the client our QP is past RTR: a QP still in INIT drops the READ
-        // request silently, and the client's NIC would resend it only after
-        // its ACK timeout (67 ms, at most retry_cnt = 6 times).
         std::printf("server: QP 0x%x is RTS; telling the client it may READ now\n", qp->qp_num);
-        wb::send_token(conn, "RTR!");
+        wb::send_token(conn, "RTR!");  // our QP is past RTR (lesson 4, step 8)
 
         // 6. Nothing to post, nothing to poll: the NIC answers the READ alone.
         //    The client tells us on the TCP side channel when it is done.
@@ -182,8 +174,7 @@ int main(int argc, char** argv) {
     wb::qp_to_init(qp.get(), addr, 0);
     wb::qp_to_rtr(qp.get(), addr, peer, kReadsInFlight);
     wb::qp_to_rts(qp.get(), psn, kReadsInFlight);
-    // Not before the server's QP can answer (see the server's "RTR!").
-    wb::expect_token(conn, "RTR!", opt.timeout_s);
+    wb::expect_token(conn, "RTR!", opt.timeout_s);  // not before the server's QP can answer (lesson 4, step 8)
 
     // 6. The READ: local buffer (lkey) <- remote address (rkey).
     ibv_sge sge = {

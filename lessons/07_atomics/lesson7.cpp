@@ -66,9 +66,6 @@ struct SharedWords {
 };
 static_assert(sizeof(SharedWords) == 16 && offsetof(SharedWords, lock) == 8);
 
-// argv strings cannot contain a NUL byte, so this value means "option not given".
-const std::string kNotGiven(1, '\0');
-
 const char* atomic_cap_str(ibv_atomic_cap cap) {
     switch (cap) {
     case IBV_ATOMIC_NONE: return "IBV_ATOMIC_NONE (no atomics)";
@@ -145,7 +142,7 @@ ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string clients_arg = kNotGiven, adds_arg = kNotGiven;
+    std::string clients_arg, adds_arg;
     const wb::ExtraOption extra[] = {
         {'c', "clients", "CLIENTS", "server: how many clients to serve at once (default: 1)", &clients_arg},
         {'n', "adds", "N", "client: how many FETCH_AND_ADDs to do (default: 5)", &adds_arg},
@@ -158,10 +155,10 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (is_server && adds_arg != kNotGiven) wb::usage_error("-n is a client option (./lesson7 HOST -n N)");
-    if (!is_server && clients_arg != kNotGiven) wb::usage_error("-c is a server option (./lesson7 -c CLIENTS)");
-    const int clients = clients_arg == kNotGiven ? kDefaultClients : static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100));
-    const int adds = adds_arg == kNotGiven ? kDefaultAdds : static_cast<int>(wb::parse_range(adds_arg, "-n", 1, 1000000));
+    if (is_server && opt.given('n')) wb::usage_error("-n is a client option (./lesson7 HOST -n N)");
+    if (!is_server && opt.given('c')) wb::usage_error("-c is a server option (./lesson7 -c CLIENTS)");
+    const int clients = opt.given('c') ? static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100)) : kDefaultClients;
+    const int adds = opt.given('n') ? static_cast<int>(wb::parse_range(adds_arg, "-n", 1, 1000000)) : kDefaultAdds;
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp),
     //    and the question this lesson adds: can this device do atomics at all?
@@ -170,8 +167,7 @@ int main(int argc, char** argv) {
     wb::print_address(ibv_get_device_name(ctx->device), addr);
     check_atomic_support(ctx.get());
 
-    // 2. Declared in creation order: C++ destroys them in reverse, which is
-    //    the order rdma-core requires.
+    // 2. In creation order (reverse destruction: lesson 2).
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     // The server's CQ stays empty: atomics raise no completion at the
     // responder. A client's CQ gets one completion per atomic.
@@ -179,9 +175,7 @@ int main(int argc, char** argv) {
 
     if (is_server) {
         // 3. The shared words. REMOTE_ATOMIC lets the clients' NICs run
-        //    atomics on them. ibv_reg_mr(3) demands LOCAL_WRITE with it (EINVAL
-        //    otherwise): an atomic writes the new value into this memory, and
-        //    it is our own NIC that does the writing on the client's behalf.
+        //    atomics on them; LOCAL_WRITE: required with REMOTE_ATOMIC (lesson 2).
         //    No REMOTE_READ or REMOTE_WRITE: clients may not read or overwrite
         //    the words except through an atomic.
         wb::Buffer buf = wb::alloc_buffer(sizeof(SharedWords));  // page-aligned, zeroed: counter 0, lock free
@@ -220,8 +214,8 @@ int main(int argc, char** argv) {
         }
 
         // 5. Start them all at once, so that their atomics really do run at the
-        //    same time. GO also tells each client that our QP is past RTR (a QP
-        //    still in INIT drops requests silently; see lesson 4's "RTR!").
+        //    same time. GO also tells each client that our QP is past RTR
+        //    (lesson 4's "RTR!", step 8).
         //    Then wait for every client's DONE. A client that
         //    finishes early just leaves its DONE in the socket until we get to it.
         std::printf("server: %d of %d clients connected; sending GO: their atomics run now, "
@@ -285,12 +279,14 @@ int main(int argc, char** argv) {
     // 6. N FETCH_AND_ADDs of 1. Each returns the counter as it was just
     //    before OUR add; no other client can ever see the same value, because
     //    the server's NIC reads, adds and writes each one as a single step.
+    const uint64_t add = 1;  // what each FETCH_AND_ADD adds to the counter
     std::string olds;
     uint64_t first_old = 0;
     for (int i = 1; i <= adds; ++i) {
         const uint64_t old = post_atomic(qp.get(), cq.get(), result_mr.get(), IBV_WR_ATOMIC_FETCH_AND_ADD,
-                                         counter_addr, peer.rkey, 1, 0, opt.timeout_s, conn);
-        std::printf("client: fetch_and_add #%d: +1, old value %llu\n", i, static_cast<unsigned long long>(old));
+                                         counter_addr, peer.rkey, add, 0, opt.timeout_s, conn);
+        std::printf("client: fetch_and_add #%d: +%llu, old value %llu\n", i, static_cast<unsigned long long>(add),
+                    static_cast<unsigned long long>(old));
         if (i == 1) first_old = old;
         olds += (i == 1 ? "" : " ") + std::to_string(old);
     }

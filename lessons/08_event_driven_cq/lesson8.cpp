@@ -226,9 +226,9 @@ int main(int argc, char** argv) {
     // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
     const wb::SumArgs sum_args = wb::parse_sum_args(opt);
     const bool is_server = sum_args.is_server;
-    if (is_server && !count_text.empty()) wb::usage_error("-n is a client option");
+    if (is_server && opt.given('n')) wb::usage_error("-n is a client option");
     const int64_t a = sum_args.a, b = sum_args.b;
-    const auto count = static_cast<uint32_t>(count_text.empty() ? 1 : wb::parse_range(count_text, "-n", 1, kMaxRequests));
+    const auto count = static_cast<uint32_t>(opt.given('n') ? wb::parse_range(count_text, "-n", 1, kMaxRequests) : 1);
     const char* const side = is_server ? "server" : "client";
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
@@ -236,8 +236,7 @@ int main(int argc, char** argv) {
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
 
-    // 2. The objects, declared in creation order: C++ destroys them in
-    //    reverse (QP, CQ, channel, MRs, PD, context), the order rdma-core needs.
+    // 2. The objects, in creation order (reverse destruction: lesson 2).
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
 
     // Memory as in lesson 4, one slot per request: receive slots our NIC
@@ -300,8 +299,7 @@ int main(int argc, char** argv) {
     std::printf("%s: peer %s is QP 0x%x\n", side, conn.peer().c_str(), peer.qp_num);
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
-    // As in lesson 4: the client must not SEND before the server's QP is in
-    // RTR (a QP in INIT drops packets), so the server says "RTR!" first.
+    // RTR!: the client does not SEND before the server's QP is in RTR (lesson 4, step 8).
     if (is_server) {
         wb::send_token(conn, "RTR!");
     } else {

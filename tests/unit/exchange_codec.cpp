@@ -1,11 +1,13 @@
 // exchange_codec - the wire form of wb::PeerInfo (common/exchange.hpp):
 // encode/decode round trip, the byte layout (big-endian, 64-bit address not
 // cut to 32 bits), and decode's rejection of every malformed or truncated
-// message, each with its reason. Prints one "ok -" line per check.
+// message, each with its reason; and wb::printable (common/check.hpp), which
+// shows a peer's bytes on one line. Prints one "ok -" line per check.
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "check.hpp"
 #include "exchange.hpp"
 #include "unit_check.hpp"
 
@@ -116,5 +118,13 @@ int main() {
     rejects(bad, "without an address", "a length without an address");
     bad = w, put64(bad, kAddr, 0), put32(bad, kLength, 0), put32(bad, kRkey, 0x1234);
     rejects(bad, "without an address", "an rkey without an address");
+    // wb::printable: a peer's text, escaped so that it cannot act on the terminal.
+    const auto shown = [](std::string bytes) { return wb::printable(bytes.data(), bytes.size()); };
+    CHECK(shown("Hi \"x\"\\") == "Hi \\\"x\\\"\\\\", "printable escapes quotes and backslashes");
+    CHECK(shown("a\x1b[2Jb") == "a\\x1b[2Jb", "printable escapes ESC (\\x1b)");
+    CHECK(shown("\xc2\x9b" "31m") == "\\xc2\\x9b31m", "printable escapes the UTF-8 CSI c2 9b");
+    CHECK(shown("\x9b" "31m") == "\\x9b31m", "printable escapes a raw 9b");
+    CHECK(shown("abc\xe2\x80\xae" "def") == "abc\\xe2\\x80\\xaedef", "printable escapes the right-to-left override e2 80 ae");
+    CHECK(shown(std::string("\x7f\xff\0", 3)) == "\\x7f\\xff\\x00", "printable escapes DEL, ff and NUL");
     return unit::finish("exchange_codec");
 }

@@ -4,6 +4,8 @@
 //
 //   build/tests/options_probe [options] [args...]
 //   PROBE_NO_NETWORK=1 build/tests/options_probe ...   as a lesson without a peer
+//   PROBE_NO_PORT_GID=1 ...          as a lesson that reads no port or GID (lesson 2)
+//   PROBE_NO_PORT_GID="why" ...      the same, saying why in -h and in the refusal (lesson 9)
 //
 // It has two options of its own, as a lesson would: -n/--count N (a number
 // that may be negative, parsed with parse_range) and -v/--verbose (a flag).
@@ -15,6 +17,8 @@
 
 int main(int argc, char** argv) {
     const char* no_network = std::getenv("PROBE_NO_NETWORK");
+    const char* no_port_gid = std::getenv("PROBE_NO_PORT_GID");
+    const std::string why = no_port_gid ? no_port_gid : "";
     std::string count, verbose;
     const wb::ExtraOption extra[] = {
         {'n', "count", "N", "a count, -100..100 (default: 1)", &count},
@@ -25,6 +29,8 @@ int main(int argc, char** argv) {
         .summary = "print what the shared option parser made of the command line",
         .network = !(no_network && std::string(no_network) == "1"),
         .numbers_after_host = !(no_network && std::string(no_network) == "1"),
+        .port_and_gid = no_port_gid == nullptr,
+        .no_address_options = why.empty() || why == "1" ? nullptr : why.c_str(),
     };
     wb::Options opt = wb::parse_options(argc, argv, usage, extra);
 
@@ -35,9 +41,10 @@ int main(int argc, char** argv) {
     std::printf("timeout_s=%d\n", opt.timeout_s);
     std::printf("timeout_given=%d\n", opt.timeout_given ? 1 : 0);
     std::printf("accept_timeout_s=%d\n", opt.accept_timeout_s());
-    if (!count.empty())
+    if (opt.given('n'))
         std::printf("count=%lld\n", static_cast<long long>(wb::parse_range(count, "-n", -100, 100)));
     std::printf("verbose=%s\n", verbose.c_str());
+    if (!opt.given_extras.empty()) std::printf("given=%s\n", opt.given_extras.c_str());
     std::string args;
     for (const std::string& a : opt.args) args += "[" + a + "]";
     std::printf("args=%s\n", args.c_str());
