@@ -167,7 +167,8 @@ int main(int argc, char** argv) {
         }
 
         // 6. Nobody touches the counter now: read it with the CPU.
-        std::printf("result: counter = %llu\n", static_cast<unsigned long long>(*reinterpret_cast<volatile uint64_t*>(counter)));
+        const uint64_t total = *reinterpret_cast<volatile uint64_t*>(counter);
+        std::printf("result: counter = %llu\n", static_cast<unsigned long long>(total));
         return 0;
     }
 

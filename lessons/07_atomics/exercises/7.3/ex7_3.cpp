@@ -236,7 +236,8 @@ int main(int argc, char** argv) {
             std::printf("server: client %d's QP 0x%x is now %s\n", i, qp->qp_num, qp_state_name(wb::query_state(qp)));
         }
         // Nobody touches the counter now: read it with the CPU.
-        std::printf("result: counter = %llu\n", static_cast<unsigned long long>(*reinterpret_cast<volatile uint64_t*>(counter)));
+        const uint64_t total = *reinterpret_cast<volatile uint64_t*>(counter);
+        std::printf("result: counter = %llu\n", static_cast<unsigned long long>(total));
         return 0;
     }
 
