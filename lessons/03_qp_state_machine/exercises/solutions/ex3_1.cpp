@@ -5,11 +5,12 @@
 // Lesson 3 posts B's receive before anything can arrive. This exercise makes
 // QP A's SEND reach QP B while B has no receive posted: B answers with an RNR
 // NAK ("receiver not ready"), and A either waits and resends (rnr_retry 7:
-// for ever) or gives up. With rnr_retry 0 it gives up at the first RNR NAK: its
-// SEND completes with IBV_WC_RNR_RETRY_EXC_ERR and QP A goes to ERR. The
-// program prints A's completion by enum name and number, A's state, and then
-// posts B's receive, too late. The task is in README.md beside this file;
-// `make grade EX=3.1` checks the status and the port's RNR counters.
+// for ever, by the spec) or gives up. With rnr_retry 0 it gives up at the
+// first RNR NAK: its SEND completes with IBV_WC_RNR_RETRY_EXC_ERR and QP A
+// goes to ERR. The program prints A's completion by enum name and number,
+// A's state, and then posts B's receive, too late. The task is in README.md
+// beside this file; `make grade EX=3.1` checks the status and the port's RNR
+// counters.
 //
 // This is a slice of lesson 3: two RC QPs of one process, connected to each
 // other. It calls wb::qp_to_init and wb::qp_to_rtr (common/connect.cpp, the
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
     const auto deadline = start + kWait;
     for (;;) {
         if (!poll_until(cq.get(), deadline, wc))
-            wb::fail("A's SEND did not complete within 3 s", "rnr_retry 7 resends for ever after RNR NAKs");
+            wb::fail("A's SEND did not complete within 3 s", "is the port ACTIVE (lesson 1)?");
         const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
         std::printf("%s: %s (%d, %s) after %ld ms\n", wc.wr_id == 1 ? "A's SEND" : "B's RECV",
                     wc_status_name(wc.status), wc.status, ibv_wc_status_str(wc.status), ms);
