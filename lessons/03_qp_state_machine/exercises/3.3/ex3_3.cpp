@@ -128,15 +128,15 @@ int main(int argc, char** argv) {
     ibv_recv_wr* bad_recv = nullptr;
     CHECK_RC(ibv_post_recv(qb.get(), &recv_wr, &bad_recv));
 
-    // Step 7: INIT -> RTR. B's rq_psn is the PSN it expects first: here not
-    // A's sq_psn but 5 before it (PSNs are 24 bits, so the difference wraps).
+    // Step 7: INIT -> RTR. B's rq_psn is the PSN it expects first: lesson 3
+    // gives it A's sq_psn, as below.
     const uint32_t psn_a = wb::random_psn(), psn_b = wb::random_psn();
     const uint32_t b_expects = psn_a;  // TODO(3.3): kPsnGap before psn_a, wrapped to 24 bits
     wb::qp_to_rtr(qa.get(), a, wb::local_info(3, qb.get(), psn_b, a));
     wb::qp_to_rtr(qb.get(), a, wb::local_info(3, qa.get(), b_expects, a));
     std::printf("A's sq_psn 0x%06x, B's rq_psn 0x%06x\n", psn_a, b_expects);
 
-    // Step 8: RTR -> RTS by hand, with retry_cnt from -r.
+    // Step 8: RTR -> RTS by hand.
     ibv_qp_attr rts = {
         .qp_state = IBV_QPS_RTS,
         .max_rd_atomic = 1,      // READ/atomic requests we may have in flight at the peer
