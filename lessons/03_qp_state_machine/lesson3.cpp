@@ -260,7 +260,8 @@ int main(int argc, char** argv) {
             .timeout = 14,          // ACK timeout code: 4.096 us * 2^14 = 67 ms before resending (0 = wait forever)
             .retry_cnt = 6,         // resend 6 times without an ACK (7 tries, ~0.5 s), then IBV_WC_RETRY_EXC_ERR;
                                     // 3 bits, 0..7, but 7 never gives up on rxe (below)
-            .rnr_retry = 7,         // 7 = retry forever on RNR NAK (0..6 = that many times); our CQ wait is bounded
+            .rnr_retry = 7,         // 7 = retry forever on RNR NAK (0..6 = that many times); our CQ wait is bounded.
+                                    // rxe: its ACK timer still spends retry_cnt meanwhile (docs/lesson4)
         };
     };
     const int rts_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT |
