@@ -200,13 +200,10 @@ extract_vmlinux() {
   return 1
 }
 
-# Download and unpack the kernel package (never installed: nothing touches
-# /boot), depmod it, build the initramfs. Safe to run concurrently: the
-# cache is locked. Sets KERNEL, INITRAMFS, KDIR.
 # apt-get update, as root or through sudo; false if neither is possible.
 refresh_apt_lists() {
   local sudo=()
-  if [ "$(id -u)" -ne 0 ]; then
+  if ((EUID != 0)); then
     command -v sudo >/dev/null || return 1
     sudo=(sudo)
   fi
@@ -214,6 +211,27 @@ refresh_apt_lists() {
   "${sudo[@]}" apt-get update -qq >&2
 }
 
+# The cache folder of kernel package $2 in cache $1. The folder is deleted
+# and made afresh, so refuse anything but a kernel package's name: an empty
+# one would make it the cache itself.
+kernel_dir() {
+  local cache=$1 package=$2
+  [[ $package =~ ^linux-image-[0-9][A-Za-z0-9.+~-]*$ ]] ||
+    fail "apt names no kernel package ('$package' from apt-cache depends linux-image-amd64): run apt-get update, or fetch on a Debian host"
+  echo "$cache/$package"
+}
+
+# apt-get download package $1 into a fresh kernel folder $2; false if apt fails.
+download_kernel() {
+  local package=$1 kdir=$2
+  rm -rf -- "$kdir"
+  mkdir -p "$kdir/download"
+  (cd "$kdir/download" && apt-get download "$package" >"$kdir/download.log" 2>&1)
+}
+
+# Download and unpack the kernel package (never installed: nothing touches
+# /boot), depmod it, build the initramfs. Safe to run concurrently: the
+# cache is locked. Sets KERNEL, INITRAMFS, KDIR.
 fetch_kernel() {
   local cache package kver
   cache=$(cache_dir)
@@ -224,6 +242,7 @@ fetch_kernel() {
   package=$(kernel_package) || true
   if [ -z "$package" ] && refresh_apt_lists; then
     # No apt metadata yet (a fresh machine): refreshed once, ask again.
+    rm -f "$cache/current-package"
     package=$(kernel_package) || true
   fi
   if [ -z "$package" ]; then
@@ -232,25 +251,21 @@ fetch_kernel() {
     [ -n "$package" ] ||
       fail "no Debian kernel package found (apt-cache depends linux-image-amd64): run apt-get update, or fetch on a Debian host"
   fi
-  kver=${package#linux-image-}
-  KDIR="$cache/$package"
+  KDIR=$(kernel_dir "$cache" "$package")
 
   if [ ! -e "$KDIR/unpacked" ]; then
     echo "lab.sh: fetching $package into $KDIR (once)" >&2
-    rm -rf "$KDIR"
-    mkdir -p "$KDIR/download"
-    if ! (cd "$KDIR/download" && apt-get download "$package" >"$KDIR/download.log" 2>&1); then
+    if ! download_kernel "$package" "$KDIR"; then
       # Old package lists can name a kernel the mirror no longer has:
       # refresh them once, then fetch whatever they name now.
       refresh_apt_lists || fail "apt-get download $package failed: see $KDIR/download.log"
-      package=$(kernel_package)
-      kver=${package#linux-image-}
-      KDIR="$cache/$package"
-      rm -rf "$KDIR"
-      mkdir -p "$KDIR/download"
-      (cd "$KDIR/download" && apt-get download "$package" >"$KDIR/download.log" 2>&1) ||
+      rm -f "$cache/current-package"
+      package=$(kernel_package) || true
+      KDIR=$(kernel_dir "$cache" "$package")
+      download_kernel "$package" "$KDIR" ||
         fail "apt-get download $package failed: see $KDIR/download.log"
     fi
+    kver=${package#linux-image-}
     dpkg -x "$KDIR"/download/*.deb "$KDIR/root"
     depmod -b "$KDIR/root" "$kver"
     rm -rf "$KDIR/download"
@@ -261,6 +276,7 @@ fetch_kernel() {
     find "$cache" -mindepth 1 -maxdepth 1 -name 'linux-image-*' \
       ! -name "$package" -exec rm -rf {} +
   fi
+  kver=${package#linux-image-}
   KERNEL="$KDIR/root/boot/vmlinuz-$kver"
   if [ -e "$KDIR/vmlinux" ]; then
     KERNEL="$KDIR/vmlinux"

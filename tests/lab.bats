@@ -120,6 +120,35 @@ probe_stdout() {
     assert_output --partial "qemu-system-x86_64 not found: run scripts/install_deps.sh"
 }
 
+# stub NAME BODY: a command NAME, first on PATH for the tests that use
+# $BATS_TEST_TMPDIR/bin, running the sh script BODY.
+stub() {
+    mkdir -p "$BATS_TEST_TMPDIR/bin"
+    printf '#!/bin/sh\n%s\n' "$2" >"$BATS_TEST_TMPDIR/bin/$1"
+    chmod +x "$BATS_TEST_TMPDIR/bin/$1"
+}
+
+@test "a failed kernel download after which apt names no kernel is refused, and the cache is kept" {
+    local cache="$BATS_TEST_TMPDIR/cache/rdma-workbook/lab"
+    mkdir -p "$cache"
+    echo "an older kernel's files" >"$cache/keep-me"
+    # apt names a kernel until apt-get update has run, then none; the
+    # download always fails (a mirror that dropped it).
+    stub apt-cache "[ -e '$BATS_TEST_TMPDIR/updated' ] || printf 'linux-image-amd64\n  Depends: linux-image-9.9.9-9-amd64\n'"
+    stub apt-get "case \$1 in update) touch '$BATS_TEST_TMPDIR/updated' ;; *) echo 'E: gone' >&2; exit 100 ;; esac"
+    stub sudo 'exec "$@"'
+    stub dpkg 'echo "dpkg must not run" >&2; exit 99'
+    XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache" PATH="$BATS_TEST_TMPDIR/bin:$PATH" \
+        run -125 --separate-stderr "$CLONE/scripts/lab.sh" fetch
+    assert_equal "$stderr" "$(printf '%s\n' \
+        "lab.sh: fetching linux-image-9.9.9-9-amd64 into $cache/linux-image-9.9.9-9-amd64 (once)" \
+        "lab.sh: refreshing apt's package lists (apt-get update)" \
+        "lab.sh: apt names no kernel package ('' from apt-cache depends linux-image-amd64): run apt-get update, or fetch on a Debian host")"
+    assert_file_exists "$BATS_TEST_TMPDIR/updated"
+    assert_file_exists "$cache/keep-me"
+    assert_file_exists "$cache/lock"
+}
+
 @test "a guest that outlives --timeout is killed and lab.sh exits 124" {
     run -124 "$CLONE/scripts/lab.sh" run --timeout 2 -- sleep 600
     assert_output --partial "timed out after 2 s"
