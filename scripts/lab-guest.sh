@@ -2,8 +2,8 @@
 # lab-guest.sh: the Soft-RoCE lab guest's PID 1 (after the initramfs /init).
 #
 # Runs under the initramfs's busybox sh, inside the throw-away qemu guest that
-# scripts/lab.sh boots; lab.sh copies it into the per-run folder, which the
-# guest sees at /lab. It never runs on the host.
+# scripts/lab.sh boots; lab.sh copies it into the per-run share, which the
+# guest sees read-only at /lab. It never runs on the host.
 #
 #   1. mount the host's root read-only at /newroot, tmpfs on /tmp, /run and
 #      /var/tmp, the kernel filesystems, and the checkout at its host path;
@@ -152,12 +152,15 @@ done
 mark "rxe0 ACTIVE"
 
 # 4. In pair mode, b starts its command only once a has started its own.
+# /lab is read-only; the guests share one writable folder, /pair.
 if [ "$MODE" = pair ]; then
+  mkdir -p /pair
+  mount -t 9p -o "$ninep" labpair /pair || die "cannot mount the pair share (9p tag labpair)"
   if [ "$role" = a ]; then
-    touch /lab/a.started
+    touch /pair/a.started || die "cannot write /pair/a.started"
   else
     tries=0
-    until [ -e /lab/a.started ]; do
+    until [ -e /pair/a.started ]; do
       # lab.sh creates a.exited when guest a's qemu has ended.
       [ ! -e /lab/a.exited ] || die "guest a stopped before starting its command"
       tries=$((tries + 1))

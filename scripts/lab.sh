@@ -342,8 +342,9 @@ qemu_base_args() {
     # unique across the host's mounts.
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
     -virtfs "local,path=$CHECKOUT,mount_tag=checkout,security_model=none,readonly=on,multidevs=remap"
-    # The per-run folder: guest.sh, the command, the conf; read-write.
-    -virtfs "local,path=$rundir,mount_tag=labrun,security_model=none"
+    # The per-run share: guest.sh, the command, the conf. Read-only: the
+    # host writes there, so the guest must not plant symlinks in it.
+    -virtfs "local,path=$rundir/share,mount_tag=labrun,security_model=none,readonly=on"
   )
   if [ -e /usr/share/qemu/qboot.rom ]; then
     QEMU_ARGS+=(-bios /usr/share/qemu/qboot.rom)
@@ -355,8 +356,8 @@ qemu_base_args() {
 write_guest_files() {
   local role=$1 rundir=$2 mode=$3 netdev=$4 addr=$5
   shift 5
-  local name size
-  cp "$SELF_DIR/lab-guest.sh" "$rundir/guest.sh"
+  local name size share=$rundir/share
+  cp "$SELF_DIR/lab-guest.sh" "$share/guest.sh"
   {
     printf 'MODE=%q\n' "$mode"
     printf 'CHECKOUT=%q\n' "$CHECKOUT"
@@ -365,7 +366,7 @@ write_guest_files() {
     if [ "$mode" = shell ] && size=$(stty size 2>/dev/null); then
       printf 'ROWS=%q\nCOLS=%q\n' "${size% *}" "${size#* }"
     fi
-  } >"$rundir/$role.conf"
+  } >"$share/$role.conf"
   {
     echo "# The command lab.sh runs in the guest (bash, env reset)."
     printf 'export LAB=1 HOME=/tmp/home PATH=%q TERM=%q\n' "$PATH" "${TERM:-dumb}"
@@ -388,7 +389,7 @@ write_guest_files() {
       printf ' %q' "$@"
       printf '\n'
     fi
-  } >"$rundir/$role.cmd"
+  } >"$share/$role.cmd"
 }
 
 # Print the last lines of a console log, to explain a failure.
@@ -437,8 +438,11 @@ cleanup() {
   fi
 }
 
+# The per-run folder (mode 700, the host's own: console logs, fifos,
+# sockets) and in it share/, which the guests see read-only at /lab.
 new_rundir() {
   RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/lab.XXXXXX")
+  mkdir "$RUNDIR/share"
   trap cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
@@ -545,6 +549,11 @@ cmd_fetch() {
   echo "lab.sh: accelerator ${ACCEL_ARGS[*]}"
 }
 
+# The other guest of a pair.
+peer_of() {
+  if [ "$1" = a ]; then echo b; else echo a; fi
+}
+
 cmd_pair() {
   TIMEOUT=600
   local pcap="" cmd_a="" cmd_b=""
@@ -588,20 +597,24 @@ cmd_pair() {
   # A Unix socket path must fit in 108 bytes.
   [ ${#RUNDIR} -lt 90 ] || fail "run folder path too long for a socket: set TMPDIR=/tmp"
 
-  local role addr peer mac
-  local -A pid=() cmd=([a]=$cmd_a [b]=$cmd_b)
+  # Guest b's share is guest a's: write every file in it before a boots.
+  local role
+  local -A pid=() cmd=([a]=$cmd_a [b]=$cmd_b) addr=([a]=192.0.2.1 [b]=192.0.2.2)
   for role in a b; do
-    if [ "$role" = a ]; then
-      addr=192.0.2.1/24 peer=b PEER_ADDR=192.0.2.2 mac=52:54:00:00:02:01
-    else
-      addr=192.0.2.2/24 peer=a PEER_ADDR=192.0.2.1 mac=52:54:00:00:02:02
-    fi
-    write_guest_files "$role" "$RUNDIR" pair eth0 "$addr" bash -c "${cmd[$role]}"
+    PEER_ADDR=${addr[$(peer_of "$role")]}
+    write_guest_files "$role" "$RUNDIR" pair eth0 "${addr[$role]}/24" bash -c "${cmd[$role]}"
+  done
+  # The one folder the guests may write: a.started, which b waits for.
+  # The host never opens anything in it.
+  mkdir "$RUNDIR/pair"
+
+  for role in a b; do
     qemu_base_args "$role" "$RUNDIR"
     # The virtual cable: each guest sends datagrams to the other's socket.
     QEMU_ARGS+=(
-      -netdev "dgram,id=n0,local.type=unix,local.path=$RUNDIR/$role.sock,remote.type=unix,remote.path=$RUNDIR/$peer.sock"
-      -device "virtio-net-pci,netdev=n0,mac=$mac"
+      -virtfs "local,path=$RUNDIR/pair,mount_tag=labpair,security_model=none"
+      -netdev "dgram,id=n0,local.type=unix,local.path=$RUNDIR/$role.sock,remote.type=unix,remote.path=$RUNDIR/$(peer_of "$role").sock"
+      -device "virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0${addr[$role]##*.}"
       -serial "file:$RUNDIR/console-$role.log"
       -chardev "file,id=out,path=$RUNDIR/stdout-$role.fifo" -serial chardev:out
       -chardev "file,id=err,path=$RUNDIR/stderr-$role.fifo" -serial chardev:err
@@ -624,7 +637,7 @@ cmd_pair() {
     qemu_status=0
     wait "${pid[$role]}" || qemu_status=$?
     # Guest b may still wait for a to start its command: tell it not to.
-    touch "$RUNDIR/$role.exited"
+    touch "$RUNDIR/share/$role.exited"
     status=$(guest_status "$RUNDIR/console-$role.log")
     if ! grep -q '^LAB_EXIT_STATUS=' "$RUNDIR/console-$role.log"; then
       echo "lab.sh: guest $role:" >&2

@@ -172,3 +172,24 @@ stub() {
     assert_line 4   # RC SEND Only: the ping data
     assert_line 17  # RC Acknowledge
 }
+
+@test "pair: the host follows no symlink that a guest plants where it can write" {
+    local victim="$BATS_TEST_TMPDIR/victim"
+    # Guest a (root) plants symlinks to $victim under the names of the files
+    # lab.sh writes, in the per-run share and in the folder the guests share.
+    run "$CLONE/scripts/lab.sh" pair --timeout 300 \
+        --a "plant() {
+                 for name in a.exited b.exited console-b.log qemu-b.log stdout-b.fifo stderr-b.fifo; do
+                     ln -s '$victim' \"\$1/\$name\" 2>/dev/null && echo \"planted \$name in \$1\"
+                 done
+                 return 0
+             }
+             plant /run/lab
+             plant /proc/1/root/pair # out of the chroot, as root can" \
+        --b 'true'
+    assert_success
+    assert_line "[a] planted a.exited in /proc/1/root/pair"
+    refute_output --partial "in /run/lab"
+    assert_output --partial "lab.sh: a exited 0, b exited 0"
+    assert_file_not_exists "$victim"
+}
