@@ -2,9 +2,9 @@
 # tests/lab.bats: the Soft-RoCE lab (scripts/lab.sh), run on the host.
 #
 # Each guest boot costs seconds, so setup_file boots ONE guest, from a copy
-# of this checkout under /tmp (which the guest hides behind its own tmpfs),
-# with one probe command that reports everything the tests below look at.
-# The timeout test and the pair test boot their own.
+# of this checkout under /tmp (as a CI clone would be), with one probe
+# command that reports everything the tests below look at. The timeout
+# test and the pair tests boot their own.
 #
 #   bats tests/lab.bats
 
@@ -16,12 +16,16 @@ setup_file() {
     # A checkout under /tmp, as a fresh CI clone would be.
     export CLONE="$BATS_FILE_TMPDIR/checkout"
     cp -a "$top" "$CLONE"
+    # A learner's script in the host's /tmp, outside the checkout.
+    export HOST_TMP_SCRIPT
+    HOST_TMP_SCRIPT=$(mktemp /tmp/lab-bats.XXXXXX)
+    echo 'echo "host /tmp script ran"' >"$HOST_TMP_SCRIPT"
 
     # The probe: one boot, many facts. Run from a subfolder of the checkout.
     # shellcheck disable=SC2016 # expanded in the guest
     (
         cd "$CLONE/scripts" &&
-            LAB_ENV="LAB_TEST_VAR" LAB_TEST_VAR="passed through" \
+            LAB_ENV="LAB_TEST_VAR HOST_TMP_SCRIPT" LAB_TEST_VAR="passed through" \
                 "$CLONE/scripts/lab.sh" run --timeout 300 -- bash -c '
                     ibv_devinfo -d rxe0
                     echo "pwd: $(pwd)"
@@ -31,10 +35,17 @@ setup_file() {
                     [ -x "$0/scripts/lab.sh" ] && echo "checkout visible at $0"
                     printf "arg: [%s]\n" "$@"
                     echo "this goes to stderr" >&2
+                    bash "$HOST_TMP_SCRIPT"
+                    echo "echo changed by the guest" >"$HOST_TMP_SCRIPT" &&
+                        echo "wrote $HOST_TMP_SCRIPT in the guest"
                     exit 7' "$CLONE" "two words" "it's \"quoted\"" '$HOME *'
     ) >"$BATS_FILE_TMPDIR/stdout" 2>"$BATS_FILE_TMPDIR/stderr" &&
         echo 0 >"$BATS_FILE_TMPDIR/status" ||
         echo $? >"$BATS_FILE_TMPDIR/status"
+}
+
+teardown_file() {
+    rm -f "$HOST_TMP_SCRIPT"
 }
 
 setup() {
@@ -78,6 +89,14 @@ probe_stdout() {
 @test "a checkout under /tmp is visible in the guest at the same path" {
     probe_stdout
     assert_line "checkout visible at $CLONE"
+}
+
+@test "a script in the host's /tmp runs in the guest, and what the guest writes there stays in the guest" {
+    probe_stdout
+    assert_line "host /tmp script ran"
+    assert_line "wrote $HOST_TMP_SCRIPT in the guest"
+    run cat "$HOST_TMP_SCRIPT"
+    assert_output 'echo "host /tmp script ran"'
 }
 
 @test "the command runs in the host's current folder inside the checkout" {
