@@ -9,7 +9,7 @@
 # Usage: scripts/setup_rxe.sh up [NETDEV] | down [RXEDEV] | status | --help
 # Read more: docs/soft-roce.md. Hosts without rdma_rxe: docs/lab.md.
 #
-# Tools are called by name (modprobe, rdma, ip, id, ibv_devinfo), never by
+# Tools are called by name (modprobe, rdma, ip, id, ibv_devinfo, flock), never by
 # path, so that tests/setup_rxe.bats can replace them with stubs.
 set -euo pipefail
 
@@ -252,12 +252,18 @@ cmd_up() {
   check_netdev "$nd"
   warn_environment
   load_module
+  # Choosing the name and adding the device is one step: two `up`s at once
+  # would both choose rxe0. Lock the infiniband class folder (ib_core, which
+  # rdma_rxe needs, made it); flock lets go if we die.
+  exec 9<"$SYSFS_ROOT/class/infiniband" || die "no $SYSFS_ROOT/class/infiniband although rdma_rxe is loaded."
+  flock 9
   dev=$(rxe_on "$nd")
   if [[ -n $dev ]]; then
     say "$nd already has rxe device $dev; not adding another."
   else
     add_rxe "$nd"
   fi
+  exec 9<&-
   ip4=$(ipv4_of "$nd")
   [[ -n $ip4 ]] || warn "$nd has no IPv4 address, so there is no IPv4-mapped GID; add one: ip addr add 192.0.2.10/24 dev $nd"
   # Wait (bounded) for the port to be ACTIVE and the RoCE v2 GID to appear.

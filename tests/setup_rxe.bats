@@ -203,6 +203,44 @@ teardown() {
 	assert_equal "$(grep -c . "$FAKE_STATE/sleeps")" 6
 }
 
+@test "up fails naming the netdev when rdma link add succeeds but no rxe device appears" {
+	given_dummy0
+	export FAKE_RDMA_ADD_NOOP=1 RXE_WAIT_SECS=1
+	run -1 --separate-stderr setup_rxe up dummy0
+	assert_ran "rdma link add rxe0 type rxe netdev dummy0"
+	assert_equal "$stderr" "setup_rxe: error: no rxe device appeared on dummy0 within 1 s."
+	refute_line --partial "device:"
+	assert_equal "$(grep -c . "$FAKE_STATE/sleeps")" 6
+}
+
+@test "up fails when the rxe device shows no RoCE v2 GID, and points to status" {
+	given_dummy0
+	export FAKE_GID_LAYOUT=v1only RXE_WAIT_SECS=1
+	run -1 --separate-stderr setup_rxe up dummy0
+	assert_equal "$stderr" "setup_rxe: error: rxe0 has no RoCE v2 GID for 192.0.2.10 after 1 s (see: scripts/setup_rxe.sh status)."
+	refute_line --partial "gid_index:"
+}
+
+@test "two ups at once on two netdevs get rxe0 and rxe1: choosing the name and adding it are locked" {
+	given_dummy0
+	fake_netdev dummy1 --ipv4 192.0.2.11
+	fake_module_loaded
+	# Each add takes 0.5 s before the kernel looks at the name: without the
+	# lock both ups choose rxe0, and the second add is refused.
+	export FAKE_RDMA_ADD_DELAY=0.5
+	setup_rxe up dummy0 >"$BATS_TEST_TMPDIR/up0.out" 2>&1 3>&- &
+	local up0=$!
+	run -0 setup_rxe up dummy1
+	wait "$up0" || fail "up dummy0 failed: $(cat "$BATS_TEST_TMPDIR/up0.out")"
+	# Whichever went first has rxe0; each netdev has its own device.
+	run -0 rxe_devices_in_sysfs
+	assert_equal "${#lines[@]}" 2
+	assert_regex "${lines[0]}" '^rxe0 dummy[01]$'
+	assert_regex "${lines[1]}" '^rxe1 dummy[01]$'
+	assert_not_equal "${lines[0]#rxe0 }" "${lines[1]#rxe1 }"
+	assert_equal "$(ran_count "rdma link add")" 2
+}
+
 @test "rdma link add failing is reported with rdma's own message" {
 	given_dummy0
 	export FAKE_RDMA_ADD_ERR="error: Invalid argument"
@@ -384,6 +422,17 @@ teardown() {
 	refute_ran "rdma link delete mlx5_0"
 	assert_equal "$(rxe_devices_in_sysfs)" ""
 	assert_dir_exists "$SYSFS_ROOT/class/infiniband/mlx5_0"
+}
+
+@test "down reports rdma's own message when link delete fails, and the device stays" {
+	given_dummy0
+	fake_module_loaded
+	fake_rxe rxe0 dummy0
+	export FAKE_RDMA_DELETE_ERR="error: Operation not permitted"
+	run -1 --separate-stderr setup_rxe down rxe0
+	assert_output ""
+	assert_equal "$stderr" "setup_rxe: error: rdma link delete rxe0 failed: error: Operation not permitted"
+	assert_equal "$(rxe_devices_in_sysfs)" "rxe0 dummy0"
 }
 
 @test "down with no rxe devices is not an error and says so" {

@@ -6,7 +6,7 @@
 #   bin/       copies of tests/helpers/stubs/* (modprobe, rdma, ip, id, uname,
 #              sleep, ibv_devinfo); a test may delete one to make it "missing"
 #   sysbin/    links to the few real tools the script and stubs need (bash,
-#              cat, ...). No other real tool is reachable: /usr/bin holds the
+#              cat, flock, ...). No other real tool is reachable: /usr/bin holds the
 #              real rdma and ibv_devinfo, which must never run here.
 #   sys/       a fake sysfs (SYSFS_ROOT), built with tests/helpers/fake_sysfs.bash
 #   proc/self/limits   only the memlock line (PROC_ROOT); see fake_memlock
@@ -38,7 +38,7 @@ stubs_setup() {
   : >"$STUB_LOG"
   echo "driver rxe" >"$IBV_CONFIG_DIR/rxe.driver"
   cp "$STUBS_DIR"/stubs/* "$STUB_BIN/"
-  for t in bash cat grep mkdir rm rmdir; do ln -s "$(command -v "$t")" "$SYS_BIN/$t"; done
+  for t in bash cat flock grep mkdir rm rmdir; do ln -s "$(command -v "$t")" "$SYS_BIN/$t"; done
   fake_memlock unlimited
   # Every test starts with lo, as on any host.
   fake_netdev lo --ifindex 1 --type 772 --mtu 65536 --ipv4 127.0.0.1
