@@ -4,7 +4,9 @@
 #
 # Each test gets, under BATS_TEST_TMPDIR:
 #   bin/       copies of tests/helpers/stubs/* (modprobe, rdma, ip, id, uname,
-#              sleep, ibv_devinfo); a test may delete one to make it "missing"
+#              sleep, ibv_devinfo); a test may delete one to make it "missing".
+#              setup_rxe.sh runs neither id (SETUP_RXE_EUID plays the user)
+#              nor ibv_devinfo: their stubs catch a call that comes back.
 #   sysbin/    links to the few real tools the script and stubs need (bash,
 #              cat, flock, ...). No other real tool is reachable: /usr/bin holds the
 #              real rdma and ibv_devinfo, which must never run here.
@@ -31,6 +33,7 @@ stubs_setup() {
   export STUB_LOG="$BATS_TEST_TMPDIR/calls.log"
   export HOME="$BATS_TEST_TMPDIR/home"
   export RXE_WAIT_SECS=2
+  export SETUP_RXE_EUID=0 # root, whoever runs the tests; a test may play a user
   STUB_BIN="$BATS_TEST_TMPDIR/bin"
   SYS_BIN="$BATS_TEST_TMPDIR/sysbin"
   mkdir -p "$SYSFS_ROOT/class/net" "$SYSFS_ROOT/class/infiniband" "$SYSFS_ROOT/module" \
