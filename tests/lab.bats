@@ -212,3 +212,75 @@ stub() {
     assert_output --partial "lab.sh: a exited 0, b exited 0"
     assert_file_not_exists "$victim"
 }
+
+@test "-h prints the usage of every subcommand with its defaults and exits 0" {
+    local flag
+    for flag in -h --help help; do
+        run -0 --separate-stderr "$CLONE/scripts/lab.sh" "$flag"
+        assert_equal "$stderr" ""
+        assert_line "  scripts/lab.sh run [--timeout SECS] -- CMD [ARGS...]"
+        assert_line "  scripts/lab.sh shell"
+        assert_line "  scripts/lab.sh pair [--pcap FILE] [--timeout SECS] --a 'CMD' --b 'CMD'"
+        assert_line "  scripts/lab.sh fetch"
+        assert_line --partial "Default timeout 600 s."
+        assert_line "         Exit status: a's if non-zero, else b's. Default timeout 600 s."
+        assert_line "Exit status: CMD's own; 2 misuse; 124 timeout; 125 the lab itself failed."
+    done
+}
+
+@test "--timeout takes only a whole number of seconds above 0: anything else is misuse, before any boot" {
+    local value
+    for value in 0 -5 1.5 10s abc ""; do
+        run -2 --separate-stderr "$CLONE/scripts/lab.sh" run --timeout "$value" -- true
+        assert_output ""
+        assert_equal "$stderr" "lab.sh: --timeout needs a number of seconds, not '$value'; see scripts/lab.sh -h"
+        run -2 --separate-stderr "$CLONE/scripts/lab.sh" pair --timeout "$value" --a true --b true
+        assert_equal "$stderr" "lab.sh: --timeout needs a number of seconds, not '$value'; see scripts/lab.sh -h"
+    done
+}
+
+@test "fetch prints the kernel, initramfs and accelerator it prepared, which exist" {
+    run -0 --separate-stderr "$CLONE/scripts/lab.sh" fetch
+    assert_equal "${#lines[@]}" 3
+    assert_regex "${lines[0]}" '^lab\.sh: kernel /.*/rdma-workbook/lab/linux-image-[^/]+/(vmlinux|root/boot/vmlinuz-.*)$'
+    assert_file_exists "${lines[0]#lab.sh: kernel }"
+    assert_regex "${lines[1]}" '^lab\.sh: initramfs /.*/rdma-workbook/lab/linux-image-[^/]+/initramfs-[0-9a-f]{12}\.cpio$'
+    assert_file_exists "${lines[1]#lab.sh: initramfs }"
+    assert_regex "${lines[2]}" '^lab\.sh: accelerator (-accel kvm -cpu host|-accel tcg,thread=multi -cpu max)$'
+    run -2 --separate-stderr "$CLONE/scripts/lab.sh" fetch now
+    assert_equal "$stderr" "lab.sh: fetch takes no arguments; see scripts/lab.sh -h"
+}
+
+@test "shell gives an interactive bash in the guest, with rxe0 ACTIVE, and exit powers it off" {
+    local out="$BATS_TEST_TMPDIR/shell.out" in="$BATS_TEST_TMPDIR/shell.in" lab tries=0 status=0
+    mkfifo "$in"
+    "$CLONE/scripts/lab.sh" shell <"$in" >"$out" 2>&1 3>&- &
+    lab=$!
+    exec 4>"$in" # the learner's keyboard, open until the end
+    # Type only once the prompt is there: input during the boot is lost.
+    until grep -q 'lab:/.*# ' "$out"; do
+        tries=$((tries + 1))
+        [[ $tries -le 600 ]] || fail "no prompt in 300 s: $(cat "$out")"
+        sleep 0.5
+    done
+    # shellcheck disable=SC2016 # expanded by the guest's bash
+    echo 'echo "state: $(cat /sys/class/infiniband/rxe0/ports/1/state) LAB=$LAB"; exit' >&4
+    wait "$lab" || status=$?
+    exec 4>&-
+    assert_equal "$status" 0
+    run cat "$out"
+    assert_line --index 0 "lab.sh: booting the lab guest; 'exit' powers it off (Ctrl-A X kills it)"
+    assert_output --partial "state: 4: ACTIVE LAB=1"
+    run -2 --separate-stderr "$CLONE/scripts/lab.sh" shell now
+    assert_equal "$stderr" "lab.sh: shell takes no arguments; see scripts/lab.sh -h"
+}
+
+@test "pair exits with a's status when a fails, even if b fails too" {
+    run -3 "$CLONE/scripts/lab.sh" pair --timeout 300 --a 'exit 3' --b 'exit 5'
+    assert_line "lab.sh: a exited 3, b exited 5"
+}
+
+@test "pair exits with b's status when a succeeds" {
+    run -5 "$CLONE/scripts/lab.sh" pair --timeout 300 --a 'true' --b 'exit 5'
+    assert_line "lab.sh: a exited 0, b exited 5"
+}
