@@ -3,8 +3,8 @@
 #
 # Each guest boot costs seconds, so setup_file boots ONE guest, from a copy
 # of this checkout under /tmp (as a CI clone would be), with one probe
-# command that reports everything the tests below look at. The timeout
-# test and the pair tests boot their own.
+# command that reports everything the tests below look at. The timeout,
+# shell and pair tests boot their own.
 #
 #   bats tests/lab.bats
 
