@@ -27,13 +27,16 @@ choose_accel() {
 # kvm_boots KERNEL INITRAMFS: true if /dev/kvm is ours and a KVM guest
 # reaches the initramfs's /init within 20 s.
 kvm_boots() {
+  local console
   [[ -r /dev/kvm && -w /dev/kvm ]] || return 1
   echo "lab.sh: checking whether KVM works here (once, up to 20 s)" >&2
-  timeout -k 2 20 qemu-system-x86_64 -nodefaults -no-user-config \
+  # Whatever qemu's status (a hung guest is killed), the console decides.
+  console=$(timeout -k 2 20 qemu-system-x86_64 -nodefaults -no-user-config \
     -display none -accel kvm -cpu host -m 256M -no-reboot \
     -kernel "$1" -initrd "$2" \
     -append "console=ttyS0 quiet panic=-1 reboot=t lab.probe" \
-    -serial stdio </dev/null 2>/dev/null | grep -q LAB_PROBE_OK
+    -serial stdio </dev/null 2>/dev/null) || true
+  [[ $console == *LAB_PROBE_OK* ]]
 }
 
 # accel_args ACCEL: qemu's arguments for kvm or tcg, NUL-separated.

@@ -58,7 +58,8 @@ guest_result() {
     return
   fi
   [[ -z $role ]] || echo "lab.sh: guest $role:" >&2
-  reason=$(tr -d '\r' <"$log" | sed -n 's/^LAB_SETUP_FAILED: //p' | head -n 1)
+  # || true: head may end the pipe before sed and tr are done (SIGPIPE).
+  reason=$(tr -d '\r' <"$log" | sed -n 's/^LAB_SETUP_FAILED: //p' | head -n 1) || true
   if [[ $qemu_status == "$STATUS_TIMEOUT" ]]; then
     echo "lab.sh: timed out after ${secs} s; guest killed (raise --timeout?)" >&2
   elif [[ -n $reason ]]; then
