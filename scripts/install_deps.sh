@@ -14,6 +14,7 @@ packages=(
   ibverbs-utils rdmacm-utils perftest     # ibv_devinfo, rping, ib_send_lat: what the lessons are measured against
   iproute2 kmod                           # the `rdma` tool, modprobe/depmod
   bats bats-support bats-assert bats-file # the test suites
+  shellcheck shfmt                        # the shell style test (tests/shell_style.bats)
   qemu-system-x86 busybox-static cpio     # the Soft-RoCE lab (scripts/lab.sh)
   tshark                                  # decoding captures (make capture)
   man-db                                  # `man ibv_post_send`

@@ -2,11 +2,12 @@
 # lab-guest.sh: the Soft-RoCE lab guest's PID 1 (after the initramfs /init).
 #
 # Runs under the initramfs's busybox sh, inside the throw-away qemu guest that
-# scripts/lab.sh boots; lab.sh copies it into the per-run folder, which the
-# guest sees at /lab. It never runs on the host.
+# scripts/lab.sh boots; lab.sh copies it into the per-run share, which the
+# guest sees read-only at /lab. It never runs on the host.
 #
-#   1. mount the host's root read-only at /newroot, tmpfs on /tmp, /run and
-#      /var/tmp, the kernel filesystems, and the checkout at its host path;
+#   1. mount the host's root read-only at /newroot, the host's /tmp and
+#      /var/tmp under a tmpfs that takes the guest's writes, tmpfs on /run,
+#      the kernel filesystems, and the checkout at its host path;
 #   2. make /lib/modules of the guest's kernel visible in /newroot, so that
 #      the host's modprobe works there;
 #   3. bring up the netdev (dummy0, or eth0 in pair mode) and rxe0 through
@@ -57,14 +58,30 @@ done
 
 mark "initramfs done, per-run share mounted"
 
+# writable DIR [MODE]: the host's /newroot/DIR, read-only, under a tmpfs
+# that takes the guest's writes (overlayfs). The guest sees the host's files
+# and nothing it writes reaches the host. MODE: of DIR's top, default 755.
+writable() {
+  mkdir -p "/overlay/$1/upper" "/overlay/$1/work"
+  chmod "${2:-755}" "/overlay/$1/upper"
+  mount -t overlay -o "lowerdir=/newroot/$1,upperdir=/overlay/$1/upper,workdir=/overlay/$1/work" \
+    overlay "/newroot/$1"
+}
+
 # 1. The host's root, read-only, cached (it does not change under us).
 ninep="trans=virtio,version=9p2000.L,msize=262144"
 mkdir -p /newroot
 mount -t 9p -o "$ninep,ro,cache=loose" hostroot /newroot ||
   die "cannot mount the host's root (9p tag hostroot)"
-for dir in tmp run var/tmp; do
-  mount -t tmpfs -o mode=1777 tmpfs "/newroot/$dir" || die "cannot mount tmpfs on /$dir"
+modprobe overlay || die "cannot load overlay"
+mkdir -p /overlay
+mount -t tmpfs tmpfs /overlay
+# /tmp and /var/tmp: the host's files are there too, so that
+# `lab.sh run -- bash /tmp/x.sh` finds x.sh.
+for dir in tmp var/tmp; do
+  writable "$dir" 1777 || die "cannot put an overlay on /$dir"
 done
+mount -t tmpfs -o mode=1777 tmpfs /newroot/run || die "cannot mount tmpfs on /run"
 mount -t proc proc /newroot/proc
 mount -t sysfs sysfs /newroot/sys
 mount -t devtmpfs devtmpfs /newroot/dev
@@ -77,6 +94,7 @@ ln -s /proc/self/fd/2 /newroot/dev/stderr
 mount -t devpts -o ptmxmode=0666 devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mkdir -p /newroot/tmp/home
+mount -t tmpfs tmpfs /newroot/tmp/home
 mkdir -p /newroot/run/lab
 mount -o bind /lab /newroot/run/lab
 
@@ -92,18 +110,12 @@ mark "host root and checkout mounted"
 # lab needs, with their modules.dep) into it, so that `modprobe rdma_rxe` in
 # the chroot loads for real. /lib is a symlink to usr/lib on merged-/usr hosts.
 kver=$(uname -r)
-modules_dir=/newroot/usr/lib
-[ -L /newroot/lib ] || modules_dir=/newroot/lib
-if modprobe overlay; then
-  mkdir -p /overlay
-  mount -t tmpfs tmpfs /overlay
-  mkdir -p /overlay/upper /overlay/work
-  if ! mount -t overlay -o "lowerdir=$modules_dir,upperdir=/overlay/upper,workdir=/overlay/work" \
-    overlay "$modules_dir" ||
-    ! mkdir -p "$modules_dir/modules/$kver" ||
-    ! mount -o bind "/lib/modules/$kver" "$modules_dir/modules/$kver"; then
-    say "no /lib/modules in the chroot: modprobe will not work there"
-  fi
+modules_dir=usr/lib
+[ -L /newroot/lib ] || modules_dir=lib
+if ! writable "$modules_dir" ||
+  ! mkdir -p "/newroot/$modules_dir/modules/$kver" ||
+  ! mount -o bind "/lib/modules/$kver" "/newroot/$modules_dir/modules/$kver"; then
+  say "no /lib/modules in the chroot: modprobe will not work there"
 fi
 
 mark "/lib/modules in place"
@@ -152,12 +164,15 @@ done
 mark "rxe0 ACTIVE"
 
 # 4. In pair mode, b starts its command only once a has started its own.
+# /lab is read-only; the guests share one writable folder, /pair.
 if [ "$MODE" = pair ]; then
+  mkdir -p /pair
+  mount -t 9p -o "$ninep" labpair /pair || die "cannot mount the pair share (9p tag labpair)"
   if [ "$role" = a ]; then
-    touch /lab/a.started
+    touch /pair/a.started || die "cannot write /pair/a.started"
   else
     tries=0
-    until [ -e /lab/a.started ]; do
+    until [ -e /pair/a.started ]; do
       # lab.sh creates a.exited when guest a's qemu has ended.
       [ ! -e /lab/a.exited ] || die "guest a stopped before starting its command"
       tries=$((tries + 1))

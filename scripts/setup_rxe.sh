@@ -9,13 +9,16 @@
 # Usage: scripts/setup_rxe.sh up [NETDEV] | down [RXEDEV] | status | --help
 # Read more: docs/soft-roce.md. Hosts without rdma_rxe: docs/lab.md.
 #
-# Tools are called by name (modprobe, rdma, ip, id, ibv_devinfo), never by
-# path, so that tests/setup_rxe.bats can replace them with stubs.
+# Tools are called by name (modprobe, rdma, ip, flock), never by path, so
+# that tests/setup_rxe.bats can replace them with stubs. Each program started
+# costs 0.1-0.25 s in the lab's emulated guest, on every boot, so whatever
+# sysfs, /proc or bash itself can answer is read without one.
 set -euo pipefail
 
 PROG=setup_rxe
 SYSFS_ROOT=${SYSFS_ROOT:-/sys} # tests point these two at fake trees
 PROC_ROOT=${PROC_ROOT:-/proc}
+SETUP_RXE_EUID=${SETUP_RXE_EUID:-$EUID}             # tests play root or a user with it
 IBV_CONFIG_DIR=${IBV_CONFIG_DIR:-/etc/libibverbs.d} # where ibverbs-providers puts rxe.driver
 RXE_WAIT_SECS=${RXE_WAIT_SECS:-10}                  # how long `up` waits for PORT_ACTIVE
 PORT=1                                              # an rxe device has exactly one port
@@ -65,24 +68,22 @@ misuse() {
 }
 
 # --- small sysfs readers (builtins only: no process per file) ---------------
+# rd FILE VAR: FILE's first line into VAR; false if FILE cannot be read.
 rd() {
-  local v=
-  read -r v 2>/dev/null <"$1" || [[ -n $v ]] || return 1
-  printf '%s' "$v"
+  printf -v "$2" '%s' ''
+  { read -r "$2" <"$1"; } 2>/dev/null || [[ -n ${!2} ]]
 }
-net() { printf '%s/class/net/%s' "$SYSFS_ROOT" "$1"; }
-ibport() { printf '%s/class/infiniband/%s/ports/%s' "$SYSFS_ROOT" "$1" "$PORT"; }
 valid_name() { [[ $1 =~ ^[A-Za-z0-9_.:@-]+$ && $1 != . && $1 != .. ]]; }
 
 # An rxe device has a sysfs attribute "parent" holding its netdev's name;
 # other RDMA drivers (mlx5, siw, ...) have none. This works without the rdma
 # tool and on old kernels alike. Prints "DEV NETDEV" lines.
 rxe_devices() {
-  local p
+  local p nd
   for p in "$SYSFS_ROOT"/class/infiniband/*/parent; do
-    [[ -e $p ]] || continue
+    rd "$p" nd || continue
     p=${p%/parent}
-    printf '%s %s\n' "${p##*/}" "$(rd "$p/parent")"
+    printf '%s %s\n' "${p##*/}" "$nd"
   done
 }
 rxe_on() {
@@ -92,7 +93,7 @@ rxe_on() {
 }
 port_state() {
   local s
-  s=$(rd "$(ibport "$1")/state") || s="?: UNKNOWN"
+  rd "$SYSFS_ROOT/class/infiniband/$1/ports/$PORT/state" s || s="?: UNKNOWN"
   say "${s#*: }"
 }
 
@@ -109,16 +110,16 @@ ipv4_of() { # first IPv4 address of a netdev, empty if it has none
 # Without IPv4, fall back to the first RoCE v2 GID. Prints "INDEX GID".
 find_gid() {
   local port want='' a b c d i g t first=''
-  port=$(ibport "$1")
+  port=$SYSFS_ROOT/class/infiniband/$1/ports/$PORT
   if [[ -n $2 ]]; then
     IFS=. read -r a b c d <<<"$2"
     printf -v want '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"
   fi
   for ((i = 0; ; i++)); do
     [[ -e $port/gids/$i ]] || break
-    t=$(rd "$port/gid_attrs/types/$i") || continue # unused entries refuse reads
+    rd "$port/gid_attrs/types/$i" t || continue # unused entries refuse reads
     [[ $t == "RoCE v2" ]] || continue
-    g=$(rd "$port/gids/$i") || continue
+    rd "$port/gids/$i" g || continue
     [[ -n $want && $g == "$want" ]] && {
       say "$i $g"
       return 0
@@ -129,17 +130,14 @@ find_gid() {
   return 0
 }
 
-# active_mtu: ibv_devinfo asks the driver; without it (no ibverbs-utils or no
-# provider) use rxe's own rule: netdev MTU minus the largest RoCE v2 header
+# active_mtu RXEDEV NETDEV: rxe's own rule, which ibv_devinfo would report
+# (sysfs has no active_mtu): NETDEV's MTU minus the largest RoCE v2 header
 # (80 bytes), rounded down to an IB MTU (256..4096). 1500 gives 1024;
-# 1104 is the least that gives 1024 (checked by tests/setup_rxe_lab.bats).
+# 1104 is the least that gives 1024 (tests/setup_rxe_lab.bats checks the
+# rule against ibv_devinfo at several MTUs).
 active_mtu() {
-  local out m s
-  if out=$(ibv_devinfo -d "$1" -i "$PORT" 2>/dev/null) && [[ $out =~ active_mtu:[[:space:]]*([0-9]+) ]]; then
-    say "${BASH_REMATCH[1]}"
-    return
-  fi
-  m=$(rd "$(net "$2")/mtu") || {
+  local m s
+  rd "$SYSFS_ROOT/class/net/$2/mtu" m || {
     say unknown
     return
   }
@@ -155,14 +153,14 @@ rdma_has_link_add() {
   [[ $help == *"link add"* ]]
 }
 
-need_root() { [[ $(id -u) == 0 ]] || die "$1 needs root: run it with sudo." "sudo scripts/setup_rxe.sh $1"; }
+need_root() { ((SETUP_RXE_EUID == 0)) || die "$1 needs root: run it with sudo." "sudo scripts/setup_rxe.sh $1"; }
 
 warn_environment() { # non-fatal checks
   # The locked-memory limit `ulimit -l` shows, read from /proc (in bytes).
   local line lim=unlimited
   while read -r line; do
     [[ $line == "Max locked memory"* ]] && read -r _ _ _ lim _ <<<"$line"
-  done < <(cat "$PROC_ROOT/self/limits" 2>/dev/null)
+  done 2>/dev/null <"$PROC_ROOT/self/limits"
   [[ $lim == unlimited ]] || lim=$((lim / 1024))
   if [[ $lim != unlimited ]] && ((lim < MEMLOCK_MIN_KB)); then
     warn "locked-memory limit is ${lim} KiB (ulimit -l); ibv_reg_mr fails with ENOMEM beyond it." \
@@ -195,27 +193,27 @@ load_module() {
 
 check_netdev() { # refuse anything rxe cannot use, before changing anything
   local nd=$1 t f
-  if ! valid_name "$nd" || [[ ! -e $(net "$nd") ]]; then die "no network interface named '$nd' (list them: ip -br link)."; fi
-  t=$(rd "$(net "$nd")/type") || t=unknown
+  if ! valid_name "$nd" || [[ ! -e $SYSFS_ROOT/class/net/$nd ]]; then die "no network interface named '$nd' (list them: ip -br link)."; fi
+  rd "$SYSFS_ROOT/class/net/$nd/type" t || t=unknown
   if [[ $t != "$ARPHRD_ETHER" ]]; then
     [[ $t == 772 ]] && t="772, loopback" # ARPHRD_LOOPBACK
     die "$nd is not Ethernet-type (ARPHRD type $t); rxe needs an Ethernet-type netdev." \
       "For a local playground create a dummy one:" \
       "ip link add dummy0 type dummy && ip addr add 192.0.2.10/24 dev dummy0 && ip link set dummy0 up"
   fi
-  f=$(rd "$(net "$nd")/flags") || f=0
+  rd "$SYSFS_ROOT/class/net/$nd/flags" f || f=0
   (((f & IFF_UP) != 0)) || die "$nd is down; rxe's port only becomes ACTIVE on an up interface." "ip link set $nd up"
 }
 
 pick_netdev() { # sets PICKED: first up, Ethernet-type interface with IPv4, by ifindex
-  local p n i f byidx=()
+  local p n i t f byidx=()
   for p in "$SYSFS_ROOT"/class/net/*; do
-    [[ -e $p/ifindex ]] || continue
-    i=$(rd "$p/ifindex") && byidx[i]=${p##*/}
+    rd "$p/ifindex" i && byidx[i]=${p##*/}
   done
   for n in "${byidx[@]}"; do
-    [[ $(rd "$(net "$n")/type") == "$ARPHRD_ETHER" ]] || continue
-    f=$(rd "$(net "$n")/flags") || f=0
+    rd "$SYSFS_ROOT/class/net/$n/type" t || continue
+    [[ $t == "$ARPHRD_ETHER" ]] || continue
+    rd "$SYSFS_ROOT/class/net/$n/flags" f || f=0
     ((f & IFF_UP)) || continue
     i=$(ipv4_of "$n")
     [[ -n $i ]] || continue
@@ -229,10 +227,13 @@ pick_netdev() { # sets PICKED: first up, Ethernet-type interface with IPv4, by i
 }
 
 add_rxe() { # add an rxe device on $1, by rdma link add, else the old sysfs knob
-  local nd=$1 n=0 out
+  local nd=$1 n=0 out status=0
   while [[ -e $SYSFS_ROOT/class/infiniband/rxe$n ]]; do n=$((n + 1)); done
-  if rdma_has_link_add; then
-    out=$(rdma link add "rxe$n" type rxe netdev "$nd" 2>&1) || die "rdma link add rxe$n type rxe netdev $nd failed: $out"
+  # Tried first, without asking `rdma link help` (one program less): an
+  # rdma too old for it (iproute2 < 5.1) says "Unknown link command".
+  out=$(rdma link add "rxe$n" type rxe netdev "$nd" 2>&1) || status=$?
+  if [[ $out != *"Unknown link command"* ]] && ((status != 127)); then
+    ((status == 0)) || die "rdma link add rxe$n type rxe netdev $nd failed: $out"
     say "Added rxe$n on $nd (rdma link add rxe$n type rxe netdev $nd)."
   elif [[ -e $SYSFS_ROOT/module/rdma_rxe/parameters/add ]]; then
     printf '%s\n' "$nd" >"$SYSFS_ROOT/module/rdma_rxe/parameters/add" || die "writing $nd to /sys/module/rdma_rxe/parameters/add failed."
@@ -252,12 +253,18 @@ cmd_up() {
   check_netdev "$nd"
   warn_environment
   load_module
+  # Choosing the name and adding the device is one step: two `up`s at once
+  # would both choose rxe0. Lock the infiniband class folder (ib_core, which
+  # rdma_rxe needs, made it); flock lets go if we die.
+  exec 9<"$SYSFS_ROOT/class/infiniband" || die "no $SYSFS_ROOT/class/infiniband although rdma_rxe is loaded."
+  flock 9
   dev=$(rxe_on "$nd")
   if [[ -n $dev ]]; then
     say "$nd already has rxe device $dev; not adding another."
   else
     add_rxe "$nd"
   fi
+  exec 9<&-
   ip4=$(ipv4_of "$nd")
   [[ -n $ip4 ]] || warn "$nd has no IPv4 address, so there is no IPv4-mapped GID; add one: ip addr add 192.0.2.10/24 dev $nd"
   # Wait (bounded) for the port to be ACTIVE and the RoCE v2 GID to appear.
@@ -321,13 +328,13 @@ cmd_status() {
   local d n port i g t ip4 found=0
   while read -r d n; do
     found=1
-    port=$(ibport "$d")
+    port=$SYSFS_ROOT/class/infiniband/$d/ports/$PORT
     say "$d: netdev $n, port $PORT $(port_state "$d"), active_mtu $(active_mtu "$d" "$n")"
     ip4=$(ipv4_of "$n")
     for ((i = 0; ; i++)); do
       [[ -e $port/gids/$i ]] || break
-      t=$(rd "$port/gid_attrs/types/$i") || continue
-      g=$(rd "$port/gids/$i") || continue
+      rd "$port/gid_attrs/types/$i" t || continue
+      rd "$port/gids/$i" g || continue
       say "  gid $i: $g ($t)"
     done
     g=$(find_gid "$d" "$ip4")

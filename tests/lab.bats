@@ -2,9 +2,9 @@
 # tests/lab.bats: the Soft-RoCE lab (scripts/lab.sh), run on the host.
 #
 # Each guest boot costs seconds, so setup_file boots ONE guest, from a copy
-# of this checkout under /tmp (which the guest hides behind its own tmpfs),
-# with one probe command that reports everything the tests below look at.
-# The timeout test and the pair test boot their own.
+# of this checkout under /tmp (as a CI clone would be), with one probe
+# command that reports everything the tests below look at. The timeout,
+# shell and pair tests boot their own.
 #
 #   bats tests/lab.bats
 
@@ -16,12 +16,16 @@ setup_file() {
     # A checkout under /tmp, as a fresh CI clone would be.
     export CLONE="$BATS_FILE_TMPDIR/checkout"
     cp -a "$top" "$CLONE"
+    # A learner's script in the host's /tmp, outside the checkout.
+    export HOST_TMP_SCRIPT
+    HOST_TMP_SCRIPT=$(mktemp /tmp/lab-bats.XXXXXX)
+    echo 'echo "host /tmp script ran"' >"$HOST_TMP_SCRIPT"
 
     # The probe: one boot, many facts. Run from a subfolder of the checkout.
     # shellcheck disable=SC2016 # expanded in the guest
     (
         cd "$CLONE/scripts" &&
-            LAB_ENV="LAB_TEST_VAR" LAB_TEST_VAR="passed through" \
+            LAB_ENV="LAB_TEST_VAR HOST_TMP_SCRIPT" LAB_TEST_VAR="passed through" \
                 "$CLONE/scripts/lab.sh" run --timeout 300 -- bash -c '
                     ibv_devinfo -d rxe0
                     echo "pwd: $(pwd)"
@@ -31,10 +35,17 @@ setup_file() {
                     [ -x "$0/scripts/lab.sh" ] && echo "checkout visible at $0"
                     printf "arg: [%s]\n" "$@"
                     echo "this goes to stderr" >&2
+                    bash "$HOST_TMP_SCRIPT"
+                    echo "echo changed by the guest" >"$HOST_TMP_SCRIPT" &&
+                        echo "wrote $HOST_TMP_SCRIPT in the guest"
                     exit 7' "$CLONE" "two words" "it's \"quoted\"" '$HOME *'
     ) >"$BATS_FILE_TMPDIR/stdout" 2>"$BATS_FILE_TMPDIR/stderr" &&
         echo 0 >"$BATS_FILE_TMPDIR/status" ||
         echo $? >"$BATS_FILE_TMPDIR/status"
+}
+
+teardown_file() {
+    rm -f "$HOST_TMP_SCRIPT"
 }
 
 setup() {
@@ -80,6 +91,14 @@ probe_stdout() {
     assert_line "checkout visible at $CLONE"
 }
 
+@test "a script in the host's /tmp runs in the guest, and what the guest writes there stays in the guest" {
+    probe_stdout
+    assert_line "host /tmp script ran"
+    assert_line "wrote $HOST_TMP_SCRIPT in the guest"
+    run cat "$HOST_TMP_SCRIPT"
+    assert_output 'echo "host /tmp script ran"'
+}
+
 @test "the command runs in the host's current folder inside the checkout" {
     probe_stdout
     assert_line "pwd: $CLONE/scripts"
@@ -120,6 +139,35 @@ probe_stdout() {
     assert_output --partial "qemu-system-x86_64 not found: run scripts/install_deps.sh"
 }
 
+# stub NAME BODY: a command NAME, first on PATH for the tests that use
+# $BATS_TEST_TMPDIR/bin, running the sh script BODY.
+stub() {
+    mkdir -p "$BATS_TEST_TMPDIR/bin"
+    printf '#!/bin/sh\n%s\n' "$2" >"$BATS_TEST_TMPDIR/bin/$1"
+    chmod +x "$BATS_TEST_TMPDIR/bin/$1"
+}
+
+@test "a failed kernel download after which apt names no kernel is refused, and the cache is kept" {
+    local cache="$BATS_TEST_TMPDIR/cache/rdma-workbook/lab"
+    mkdir -p "$cache"
+    echo "an older kernel's files" >"$cache/keep-me"
+    # apt names a kernel until apt-get update has run, then none; the
+    # download always fails (a mirror that dropped it).
+    stub apt-cache "[ -e '$BATS_TEST_TMPDIR/updated' ] || printf 'linux-image-amd64\n  Depends: linux-image-9.9.9-9-amd64\n'"
+    stub apt-get "case \$1 in update) touch '$BATS_TEST_TMPDIR/updated' ;; *) echo 'E: gone' >&2; exit 100 ;; esac"
+    stub sudo 'exec "$@"'
+    stub dpkg 'echo "dpkg must not run" >&2; exit 99'
+    XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache" PATH="$BATS_TEST_TMPDIR/bin:$PATH" \
+        run -125 --separate-stderr "$CLONE/scripts/lab.sh" fetch
+    assert_equal "$stderr" "$(printf '%s\n' \
+        "lab.sh: fetching linux-image-9.9.9-9-amd64 into $cache/linux-image-9.9.9-9-amd64 (once)" \
+        "lab.sh: refreshing apt's package lists (apt-get update)" \
+        "lab.sh: apt names no kernel package ('' from apt-cache depends linux-image-amd64): run apt-get update, or fetch on a Debian host")"
+    assert_file_exists "$BATS_TEST_TMPDIR/updated"
+    assert_file_exists "$cache/keep-me"
+    assert_file_exists "$cache/lock"
+}
+
 @test "a guest that outlives --timeout is killed and lab.sh exits 124" {
     run -124 "$CLONE/scripts/lab.sh" run --timeout 2 -- sleep 600
     assert_output --partial "timed out after 2 s"
@@ -142,4 +190,97 @@ probe_stdout() {
     assert_success
     assert_line 4   # RC SEND Only: the ping data
     assert_line 17  # RC Acknowledge
+}
+
+@test "pair: the host follows no symlink that a guest plants where it can write" {
+    local victim="$BATS_TEST_TMPDIR/victim"
+    # Guest a (root) plants symlinks to $victim under the names of the files
+    # lab.sh writes, in the per-run share and in the folder the guests share.
+    run "$CLONE/scripts/lab.sh" pair --timeout 300 \
+        --a "plant() {
+                 for name in a.exited b.exited console-b.log qemu-b.log stdout-b.fifo stderr-b.fifo; do
+                     ln -s '$victim' \"\$1/\$name\" 2>/dev/null && echo \"planted \$name in \$1\"
+                 done
+                 return 0
+             }
+             plant /run/lab
+             plant /proc/1/root/pair # out of the chroot, as root can" \
+        --b 'true'
+    assert_success
+    assert_line "[a] planted a.exited in /proc/1/root/pair"
+    refute_output --partial "in /run/lab"
+    assert_output --partial "lab.sh: a exited 0, b exited 0"
+    assert_file_not_exists "$victim"
+}
+
+@test "-h prints the usage of every subcommand with its defaults and exits 0" {
+    local flag
+    for flag in -h --help help; do
+        run -0 --separate-stderr "$CLONE/scripts/lab.sh" "$flag"
+        assert_equal "$stderr" ""
+        assert_line "  scripts/lab.sh run [--timeout SECS] -- CMD [ARGS...]"
+        assert_line "  scripts/lab.sh shell"
+        assert_line "  scripts/lab.sh pair [--pcap FILE] [--timeout SECS] --a 'CMD' --b 'CMD'"
+        assert_line "  scripts/lab.sh fetch"
+        assert_line --partial "Default timeout 600 s."
+        assert_line "         Exit status: a's if non-zero, else b's. Default timeout 600 s."
+        assert_line "Exit status: CMD's own; 2 misuse; 124 timeout; 125 the lab itself failed."
+    done
+}
+
+@test "--timeout takes only a whole number of seconds above 0: anything else is misuse, before any boot" {
+    local value
+    for value in 0 -5 1.5 10s abc ""; do
+        run -2 --separate-stderr "$CLONE/scripts/lab.sh" run --timeout "$value" -- true
+        assert_output ""
+        assert_equal "$stderr" "lab.sh: --timeout needs a number of seconds, not '$value'; see scripts/lab.sh -h"
+        run -2 --separate-stderr "$CLONE/scripts/lab.sh" pair --timeout "$value" --a true --b true
+        assert_equal "$stderr" "lab.sh: --timeout needs a number of seconds, not '$value'; see scripts/lab.sh -h"
+    done
+}
+
+@test "fetch prints the kernel, initramfs and accelerator it prepared, which exist" {
+    run -0 --separate-stderr "$CLONE/scripts/lab.sh" fetch
+    assert_equal "${#lines[@]}" 3
+    assert_regex "${lines[0]}" '^lab\.sh: kernel /.*/rdma-workbook/lab/linux-image-[^/]+/(vmlinux|root/boot/vmlinuz-.*)$'
+    assert_file_exists "${lines[0]#lab.sh: kernel }"
+    assert_regex "${lines[1]}" '^lab\.sh: initramfs /.*/rdma-workbook/lab/linux-image-[^/]+/initramfs-[0-9a-f]{12}\.cpio$'
+    assert_file_exists "${lines[1]#lab.sh: initramfs }"
+    assert_regex "${lines[2]}" '^lab\.sh: accelerator (-accel kvm -cpu host|-accel tcg,thread=multi -cpu max)$'
+    run -2 --separate-stderr "$CLONE/scripts/lab.sh" fetch now
+    assert_equal "$stderr" "lab.sh: fetch takes no arguments; see scripts/lab.sh -h"
+}
+
+@test "shell gives an interactive bash in the guest, with rxe0 ACTIVE, and exit powers it off" {
+    local out="$BATS_TEST_TMPDIR/shell.out" in="$BATS_TEST_TMPDIR/shell.in" lab tries=0 status=0
+    mkfifo "$in"
+    "$CLONE/scripts/lab.sh" shell <"$in" >"$out" 2>&1 3>&- &
+    lab=$!
+    exec 4>"$in" # the learner's keyboard, open until the end
+    # Type only once the prompt is there: input during the boot is lost.
+    until grep -q 'lab:/.*# ' "$out"; do
+        tries=$((tries + 1))
+        [[ $tries -le 600 ]] || fail "no prompt in 300 s: $(cat "$out")"
+        sleep 0.5
+    done
+    # shellcheck disable=SC2016 # expanded by the guest's bash
+    echo 'echo "state: $(cat /sys/class/infiniband/rxe0/ports/1/state) LAB=$LAB"; exit' >&4
+    wait "$lab" || status=$?
+    exec 4>&-
+    assert_equal "$status" 0
+    run cat "$out"
+    assert_line --index 0 "lab.sh: booting the lab guest; 'exit' powers it off (Ctrl-A X kills it)"
+    assert_output --partial "state: 4: ACTIVE LAB=1"
+    run -2 --separate-stderr "$CLONE/scripts/lab.sh" shell now
+    assert_equal "$stderr" "lab.sh: shell takes no arguments; see scripts/lab.sh -h"
+}
+
+@test "pair exits with a's status when a fails, even if b fails too" {
+    run -3 "$CLONE/scripts/lab.sh" pair --timeout 300 --a 'exit 3' --b 'exit 5'
+    assert_line "lab.sh: a exited 3, b exited 5"
+}
+
+@test "pair exits with b's status when a succeeds" {
+    run -5 "$CLONE/scripts/lab.sh" pair --timeout 300 --a 'true' --b 'exit 5'
+    assert_line "lab.sh: a exited 0, b exited 5"
 }

@@ -87,6 +87,15 @@ teardown() {
 	assert_equal "$(rxe_devices_in_sysfs)" "rxe0 dummy0"
 }
 
+@test "up starts no program that sysfs, /proc or bash can stand in for: only modprobe, rdma link add and ip" {
+	given_dummy0
+	run -0 setup_rxe up dummy0
+	assert_equal "$(cat "$STUB_LOG")" "$(printf '%s\n' \
+		"modprobe rdma_rxe" \
+		"rdma link add rxe0 type rxe netdev dummy0" \
+		"ip -o -4 addr show dev dummy0")"
+}
+
 @test "up skips modprobe when rdma_rxe is already loaded" {
 	given_dummy0
 	fake_module_loaded
@@ -148,16 +157,7 @@ teardown() {
 	[[ $stderr == *"dummy0 has no IPv4 address, so there is no IPv4-mapped GID; add one: ip addr add 192.0.2.10/24 dev dummy0"* ]]
 }
 
-@test "active_mtu is what ibv_devinfo reports when it answers" {
-	given_dummy0 --mtu 9000
-	export FAKE_ACTIVE_MTU=2048
-	run -0 setup_rxe up dummy0
-	assert_ran "ibv_devinfo -d rxe0 -i 1"
-	assert_line "active_mtu: 2048"
-}
-
-@test "without ibv_devinfo active_mtu follows rxe's rule: netdev MTU 1500 gives 1024, 9000 gives 4096" {
-	rm "$STUB_BIN/ibv_devinfo"
+@test "active_mtu follows rxe's rule from sysfs, with no ibv_devinfo: netdev MTU 1500 gives 1024, 9000 gives 4096" {
 	given_dummy0
 	fake_netdev dummy1 --ipv4 192.0.2.11 --mtu 9000
 	fake_netdev dummy2 --ipv4 192.0.2.12 --mtu 1100
@@ -167,6 +167,7 @@ teardown() {
 	assert_line "active_mtu: 4096"
 	run -0 setup_rxe up dummy2
 	assert_line "active_mtu: 512"
+	refute_ran "ibv_devinfo"
 }
 
 @test "without NETDEV, up picks the first up Ethernet-type interface with IPv4 by ifindex and says why" {
@@ -203,6 +204,44 @@ teardown() {
 	assert_equal "$(grep -c . "$FAKE_STATE/sleeps")" 6
 }
 
+@test "up fails naming the netdev when rdma link add succeeds but no rxe device appears" {
+	given_dummy0
+	export FAKE_RDMA_ADD_NOOP=1 RXE_WAIT_SECS=1
+	run -1 --separate-stderr setup_rxe up dummy0
+	assert_ran "rdma link add rxe0 type rxe netdev dummy0"
+	assert_equal "$stderr" "setup_rxe: error: no rxe device appeared on dummy0 within 1 s."
+	refute_line --partial "device:"
+	assert_equal "$(grep -c . "$FAKE_STATE/sleeps")" 6
+}
+
+@test "up fails when the rxe device shows no RoCE v2 GID, and points to status" {
+	given_dummy0
+	export FAKE_GID_LAYOUT=v1only RXE_WAIT_SECS=1
+	run -1 --separate-stderr setup_rxe up dummy0
+	assert_equal "$stderr" "setup_rxe: error: rxe0 has no RoCE v2 GID for 192.0.2.10 after 1 s (see: scripts/setup_rxe.sh status)."
+	refute_line --partial "gid_index:"
+}
+
+@test "two ups at once on two netdevs get rxe0 and rxe1: choosing the name and adding it are locked" {
+	given_dummy0
+	fake_netdev dummy1 --ipv4 192.0.2.11
+	fake_module_loaded
+	# Each add takes 0.5 s before the kernel looks at the name: without the
+	# lock both ups choose rxe0, and the second add is refused.
+	export FAKE_RDMA_ADD_DELAY=0.5
+	setup_rxe up dummy0 >"$BATS_TEST_TMPDIR/up0.out" 2>&1 3>&- &
+	local up0=$!
+	run -0 setup_rxe up dummy1
+	wait "$up0" || fail "up dummy0 failed: $(cat "$BATS_TEST_TMPDIR/up0.out")"
+	# Whichever went first has rxe0; each netdev has its own device.
+	run -0 rxe_devices_in_sysfs
+	assert_equal "${#lines[@]}" 2
+	assert_regex "${lines[0]}" '^rxe0 dummy[01]$'
+	assert_regex "${lines[1]}" '^rxe1 dummy[01]$'
+	assert_not_equal "${lines[0]#rxe0 }" "${lines[1]#rxe1 }"
+	assert_equal "$(ran_count "rdma link add")" 2
+}
+
 @test "rdma link add failing is reported with rdma's own message" {
 	given_dummy0
 	export FAKE_RDMA_ADD_ERR="error: Invalid argument"
@@ -214,11 +253,11 @@ teardown() {
 
 @test "up as a normal user fails, says to use sudo, and runs nothing else" {
 	given_dummy0
-	export FAKE_UID=1000
+	export SETUP_RXE_EUID=1000
 	run -1 --separate-stderr setup_rxe up dummy0
 	assert_output ""
 	assert_equal "$stderr" "$(printf '%s\n' "setup_rxe: error: up needs root: run it with sudo." "  sudo scripts/setup_rxe.sh up")"
-	assert_equal "$(cat "$STUB_LOG")" "id -u"
+	assert_equal "$(cat "$STUB_LOG")" ""
 }
 
 @test "up on a missing netdev fails naming it, and changes nothing" {
@@ -283,8 +322,8 @@ teardown() {
 	(read -r nd <"$knob" && fake_rxe rxe0 "$nd") 3>&- &
 	KERNEL_PID=$!
 	run -0 setup_rxe up dummy0
-	assert_ran "rdma link help"
-	refute_ran "rdma link add"
+	# tried first; the old tool says "Unknown link command 'add'."
+	assert_ran "rdma link add rxe0 type rxe netdev dummy0"
 	assert_line "Added an rxe device on dummy0 (old kernel: via /sys/module/rdma_rxe/parameters/add)."
 	assert_line "device: rxe0"
 	assert_line "gid_index: 1"
@@ -303,9 +342,9 @@ teardown() {
 	given_dummy0
 	export FAKE_RDMA_OLD=1
 	run -1 --separate-stderr setup_rxe up dummy0
-	assert_ran "rdma link help"
-	refute_ran "rdma link add"
+	assert_ran "rdma link add rxe0 type rxe netdev dummy0"
 	[[ $stderr == *"Install iproute2 >= 5.1"* ]]
+	assert_equal "$(rxe_devices_in_sysfs)" ""
 }
 
 # --- up: warnings that do not stop it -----------------------------------------------
@@ -386,6 +425,17 @@ teardown() {
 	assert_dir_exists "$SYSFS_ROOT/class/infiniband/mlx5_0"
 }
 
+@test "down reports rdma's own message when link delete fails, and the device stays" {
+	given_dummy0
+	fake_module_loaded
+	fake_rxe rxe0 dummy0
+	export FAKE_RDMA_DELETE_ERR="error: Operation not permitted"
+	run -1 --separate-stderr setup_rxe down rxe0
+	assert_output ""
+	assert_equal "$stderr" "setup_rxe: error: rdma link delete rxe0 failed: error: Operation not permitted"
+	assert_equal "$(rxe_devices_in_sysfs)" "rxe0 dummy0"
+}
+
 @test "down with no rxe devices is not an error and says so" {
 	run -0 setup_rxe down
 	assert_output "No rxe devices; nothing to remove."
@@ -409,7 +459,7 @@ teardown() {
 @test "down as a normal user fails and removes nothing" {
 	given_dummy0
 	fake_rxe rxe0 dummy0
-	export FAKE_UID=1000
+	export SETUP_RXE_EUID=1000
 	run -1 --separate-stderr setup_rxe down rxe0
 	assert_equal "$stderr" "$(printf '%s\n' "setup_rxe: error: down needs root: run it with sudo." "  sudo scripts/setup_rxe.sh down")"
 	refute_ran "rdma"
@@ -483,10 +533,9 @@ EOF
 @test "status needs no root and changes nothing" {
 	given_dummy0
 	fake_rxe rxe0 dummy0
-	export FAKE_UID=1000
+	export SETUP_RXE_EUID=1000
 	run -0 setup_rxe status
 	assert_line --index 0 "rxe0: netdev dummy0, port 1 ACTIVE, active_mtu 1024"
-	refute_ran "id"
 	refute_ran "rdma"
 	refute_ran "modprobe"
 }

@@ -73,6 +73,8 @@ fake_gid() {
 #                     v1v2: 0 link-local IB/RoCE v1, 1 link-local RoCE v2,
 #                           2 IPv4-mapped IB/RoCE v1, 3 IPv4-mapped RoCE v2
 #                     (the layout of a NIC with both RoCE versions)
+#                     v1only: 0 link-local IB/RoCE v1, 1 IPv4-mapped IB/RoCE v1
+#                     (no RoCE v2 GID at all)
 fake_rxe() {
   local dev=$1 nd=$2 port ipv4='' i ll='fe80:0000:0000:0000:0200:5eff:fe00:0a01' mapped=''
   port=$SYSFS_ROOT/class/infiniband/$dev/ports/1
@@ -100,6 +102,11 @@ fake_rxe() {
       fake_gid "$port" 1 "$ll" "RoCE v2"
       fake_gid "$port" 2 "$mapped" "IB/RoCE v1"
       fake_gid "$port" 3 "$mapped" "RoCE v2"
+      ;;
+    v1only)
+      fake_gid "$port" 0 "$ll" "IB/RoCE v1"
+      fake_gid "$port" 1 "$mapped" "IB/RoCE v1"
+      mkdir "$port/gid_attrs/types/2" "$port/gid_attrs/types/3"
       ;;
   esac
 }

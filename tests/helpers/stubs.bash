@@ -4,9 +4,11 @@
 #
 # Each test gets, under BATS_TEST_TMPDIR:
 #   bin/       copies of tests/helpers/stubs/* (modprobe, rdma, ip, id, uname,
-#              sleep, ibv_devinfo); a test may delete one to make it "missing"
+#              sleep, ibv_devinfo); a test may delete one to make it "missing".
+#              setup_rxe.sh runs neither id (SETUP_RXE_EUID plays the user)
+#              nor ibv_devinfo: their stubs catch a call that comes back.
 #   sysbin/    links to the few real tools the script and stubs need (bash,
-#              cat, ...). No other real tool is reachable: /usr/bin holds the
+#              cat, flock, ...). No other real tool is reachable: /usr/bin holds the
 #              real rdma and ibv_devinfo, which must never run here.
 #   sys/       a fake sysfs (SYSFS_ROOT), built with tests/helpers/fake_sysfs.bash
 #   proc/self/limits   only the memlock line (PROC_ROOT); see fake_memlock
@@ -31,6 +33,7 @@ stubs_setup() {
   export STUB_LOG="$BATS_TEST_TMPDIR/calls.log"
   export HOME="$BATS_TEST_TMPDIR/home"
   export RXE_WAIT_SECS=2
+  export SETUP_RXE_EUID=0 # root, whoever runs the tests; a test may play a user
   STUB_BIN="$BATS_TEST_TMPDIR/bin"
   SYS_BIN="$BATS_TEST_TMPDIR/sysbin"
   mkdir -p "$SYSFS_ROOT/class/net" "$SYSFS_ROOT/class/infiniband" "$SYSFS_ROOT/module" \
@@ -38,7 +41,7 @@ stubs_setup() {
   : >"$STUB_LOG"
   echo "driver rxe" >"$IBV_CONFIG_DIR/rxe.driver"
   cp "$STUBS_DIR"/stubs/* "$STUB_BIN/"
-  for t in bash cat grep mkdir rm rmdir; do ln -s "$(command -v "$t")" "$SYS_BIN/$t"; done
+  for t in bash cat flock grep mkdir rm rmdir; do ln -s "$(command -v "$t")" "$SYS_BIN/$t"; done
   fake_memlock unlimited
   # Every test starts with lo, as on any host.
   fake_netdev lo --ifindex 1 --type 772 --mtu 65536 --ipv4 127.0.0.1

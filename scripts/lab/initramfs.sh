@@ -1,0 +1,76 @@
+# shellcheck shell=bash
+# lab/initramfs.sh: the guest's initramfs, built once per kernel into the
+# cache (part of scripts/lab.sh; sourced, never run).
+
+# Modules the guest needs, by name; the initramfs gets them and their
+# dependencies. 9p over virtio reaches the host's root; the rest is RDMA.
+readonly GUEST_MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_net dummy
+    crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm rdma_cm ib_cm iw_cm"
+
+# The initramfs's /init: load what reaching the per-run share needs, then
+# hand over to lab-guest.sh from that share. Kept tiny: the logic lives in
+# scripts/lab-guest.sh, which is read fresh on every boot.
+initramfs_init() {
+  cat <<'EOF'
+#!/bin/sh
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+case "$(cat /proc/cmdline)" in
+    *lab.probe*) echo LAB_PROBE_OK; reboot -f ;;
+esac
+modprobe -a 9pnet_virtio 9p virtio_pci
+mkdir -p /lab
+if mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 labrun /lab; then
+    exec sh /lab/guest.sh
+fi
+echo "LAB_SETUP_FAILED: cannot mount the per-run share (9p tag labrun)"
+reboot -f
+EOF
+}
+
+# build_initramfs KDIR KVER: the initramfs for kernel version KVER, built
+# once as KDIR/initramfs-<hash>.cpio; prints its path.
+# The hash covers /init and the module list, so changing either rebuilds.
+build_initramfs() {
+  local kdir=$1 kver=$2
+  local hash staging module file applet
+  hash=$({
+    initramfs_init
+    echo "$GUEST_MODULES"
+  } | sha256sum | cut -c1-12)
+  if [[ -e $kdir/initramfs-$hash.cpio ]]; then
+    echo "$kdir/initramfs-$hash.cpio"
+    return
+  fi
+
+  staging=$(mktemp -d "$kdir/initramfs.XXXXXX")
+  mkdir -p "$staging"/{bin,sbin,proc,sys,dev,lib/modules/"$kver"}
+  cp "$(command -v busybox)" "$staging/bin/busybox"
+  for applet in $(busybox --list); do
+    [[ -e $staging/bin/$applet ]] || ln -s busybox "$staging/bin/$applet"
+  done
+  # The kernel runs /sbin/modprobe for modules it wants (request_module).
+  ln -s ../bin/busybox "$staging/sbin/modprobe"
+
+  # Each module and its dependencies, copied at their usual paths.
+  for module in $GUEST_MODULES; do
+    modprobe -d "$kdir/root" -S "$kver" --show-depends "$module" |
+      awk '$1 == "insmod" { print $2 }'
+  done | sort -u | while read -r file; do
+    mkdir -p "$staging/$(dirname "${file#"$kdir/root"}")"
+    cp "$file" "$staging/${file#"$kdir/root"}"
+  done
+  cp "$kdir/root/lib/modules/$kver"/modules.{builtin,builtin.modinfo,order} \
+    "$staging/lib/modules/$kver/"
+  depmod -b "$staging" "$kver"
+
+  initramfs_init >"$staging/init"
+  chmod +x "$staging/init"
+  # Uncompressed: unpacking is faster than decompressing under TCG.
+  (cd "$staging" && find . | cpio -o -H newc --quiet) >"$kdir/initramfs-$hash.cpio.tmp"
+  mv "$kdir/initramfs-$hash.cpio.tmp" "$kdir/initramfs-$hash.cpio"
+  rm -rf "$staging"
+  echo "$kdir/initramfs-$hash.cpio"
+}

@@ -1,0 +1,79 @@
+# shellcheck shell=bash
+# lab/qemu.sh: qemu's command line, a guest's start, and what its console
+# says at the end (part of scripts/lab.sh; sourced, never run).
+
+# Boot-time self-tests the lab skips; see qemu_base_args.
+readonly KERNEL_SKIPS="cryptomgr.notests initcall_blacklist=crypto_kdf108_init,init_kprobe_trace"
+
+# qemu_base_args LAB ROLE RUNDIR: the qemu arguments every guest shares,
+# NUL-separated (read them with mapfile -d ''). LAB is prepare_lab's three
+# lines; ROLE is a or b; RUNDIR/share is the per-run share.
+qemu_base_args() {
+  local kernel initramfs accel role=$2 rundir=$3
+  { read -r kernel && read -r initramfs && read -r accel; } <<<"$1"
+  local accel_words args
+  mapfile -d '' -t accel_words < <(accel_args "$accel")
+  args=(
+    -nodefaults -no-user-config -display none -no-reboot
+    "${accel_words[@]}" -m 1024M -kernel "$kernel" -initrd "$initramfs"
+    # quiet: the console is a slow serial port. acpi=off: skips ACPI
+    # table parsing and IRQ link setup (-0.4 s), nothing here needs it.
+    # panic=-1 reboot=t: a panic or a reboot ends qemu at once.
+    # cryptomgr.notests and the initcall_blacklist skip the slowest
+    # boot-time self-tests (crypto algorithms: 175 ms, the SP800-108
+    # KDF: 115 ms) and kprobe tracing setup (55 ms), per initcall_debug.
+    -append "console=ttyS0 quiet acpi=off panic=-1 reboot=t $KERNEL_SKIPS lab.role=$role ${LAB_KERNEL_ARGS:-}"
+    # The host's root, read-only; multidevs=remap keeps inode numbers
+    # unique across the host's mounts.
+    -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
+    -virtfs "local,path=$CHECKOUT,mount_tag=checkout,security_model=none,readonly=on,multidevs=remap"
+    # The per-run share: guest.sh, the command, the conf. Read-only: the
+    # host writes there, so the guest must not plant symlinks in it.
+    -virtfs "local,path=$rundir/share,mount_tag=labrun,security_model=none,readonly=on"
+  )
+  if [[ -e /usr/share/qemu/qboot.rom ]]; then
+    args+=(-bios /usr/share/qemu/qboot.rom)
+  fi
+  printf '%s\0' "${args[@]}"
+}
+
+# start_guest SECS QEMU_ARGS...: start qemu under `timeout SECS`, in the
+# background; its PID is then in $!. In the background because `wait` can
+# be interrupted by Ctrl-C, a foreground child could not (timeout runs in
+# its own process group, so the terminal's Ctrl-C never reaches it).
+# The caller redirects the fds.
+start_guest() {
+  timeout -k 5 "$1" qemu-system-x86_64 "${@:2}" &
+}
+
+# guest_result LOG QEMU_STATUS SECS [ROLE QEMU_LOG]: print the guest's exit
+# status, read from its console LOG. A guest that gave none ends 124 if it
+# timed out after SECS, else 125; then say why on stderr (naming ROLE and
+# showing QEMU_LOG, if given) with the console's last lines.
+guest_result() {
+  local log=$1 qemu_status=$2 secs=$3 role=${4:-} qemu_log=${5:-} status reason
+  status=$(tr -d '\r' <"$log" | sed -n 's/^LAB_EXIT_STATUS=\([0-9]*\)$/\1/p' | tail -n 1)
+  if [[ -n $status ]]; then
+    echo "$status"
+    return
+  fi
+  [[ -z $role ]] || echo "lab.sh: guest $role:" >&2
+  # || true: head may end the pipe before sed and tr are done (SIGPIPE).
+  reason=$(tr -d '\r' <"$log" | sed -n 's/^LAB_SETUP_FAILED: //p' | head -n 1) || true
+  if [[ $qemu_status == "$STATUS_TIMEOUT" ]]; then
+    echo "lab.sh: timed out after ${secs} s; guest killed (raise --timeout?)" >&2
+  elif [[ -n $reason ]]; then
+    echo "lab.sh: guest setup failed: $reason" >&2
+  else
+    echo "lab.sh: the guest failed to boot or stopped early (qemu status $qemu_status)" >&2
+  fi
+  echo "---- last lines of the guest console ($log) ----" >&2
+  tail -n 25 "$log" | tr -d '\r' >&2
+  echo "----" >&2
+  [[ -z $qemu_log ]] || sed 's/^/qemu: /' "$qemu_log" >&2
+  if [[ $qemu_status == "$STATUS_TIMEOUT" ]]; then
+    echo "$STATUS_TIMEOUT"
+  else
+    echo "$STATUS_LAB_FAILED"
+  fi
+}
