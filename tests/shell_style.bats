@@ -26,17 +26,18 @@ is_shell() {
 }
 
 # shell_files: the shell files in git (tracked, or new and not ignored)
-# under scripts/, .ci/run, tests/run.sh and the test helpers, one a line.
+# under scripts/, .ci/run, tests/run.sh, the test helpers and the
+# exercises' graders, one a line.
 shell_files() {
   local file
   git ls-files --cached --others --exclude-standard -- \
-    'scripts/*' .ci/run tests/run.sh 'tests/helpers/*.bash' 'tests/helpers/stubs/*' |
+    'scripts/*' .ci/run tests/run.sh 'tests/helpers/*.bash' 'tests/helpers/stubs/*' 'lessons/*/exercises/*/grade.bash' |
     while read -r file; do
       [[ -f $file ]] && is_shell "$file" && echo "$file"
     done
 }
 
-@test "the style check covers the scripts, the CI entry point, the test runner and the helpers" {
+@test "the style check covers the scripts, the CI entry point, the test runner, the helpers and the graders" {
   run -0 shell_files
   assert_line scripts/lab.sh
   assert_line scripts/lab-guest.sh
@@ -45,6 +46,8 @@ shell_files() {
   assert_line tests/run.sh
   assert_line tests/helpers/stubs.bash
   assert_line tests/helpers/stubs/rdma
+  assert_line scripts/grade.sh
+  assert_line lessons/01_device_query/exercises/1.1/grade.bash
   refute_line tests/helpers/fake_peer.py
 }
 
