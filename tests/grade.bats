@@ -50,6 +50,19 @@ assert_one_line_per_exercise() {
   done
 }
 
+@test "each lesson page ends with its graded exercises, linking every one" {
+  local lesson num page dir n
+  for lesson in lessons/[0-9][0-9]_*/; do
+    num=$(basename "$lesson" | sed -E 's/^0*([0-9]+)_.*/\1/')
+    page=$(compgen -G "docs/lesson$num-*.md") || fail "lesson $num has no page in docs/"
+    grep -q '^## Graded exercises$' "$page" || fail "$page has no '## Graded exercises' section"
+    for dir in "$lesson"exercises/[0-9]*.[0-9]*/; do
+      n=$(basename "$dir")
+      grep -qF "](../${dir}README.md)" "$page" || fail "$page does not link exercise $n (../${dir}README.md)"
+    done
+  done
+}
+
 @test "make grade on the untouched starters: every exercise FAILs, saying what was expected, what happened and a hint" {
   run make --no-print-directory grade
   assert_failure
