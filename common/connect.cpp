@@ -95,7 +95,8 @@ void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic) {
         .sq_psn = psn,                 // our first PSN, as told to the peer
         .max_rd_atomic = rd_atomic,    // READ/atomic requests we may have in flight at the peer
         .timeout = 14,                 // ACK timeout 4.096 us * 2^14 = 67 ms
-        .retry_cnt = 7,                // resend up to 7 times without an ACK, then IBV_WC_RETRY_EXC_ERR
+        .retry_cnt = 6,                // resend 6 times without an ACK (7 tries, ~0.5 s), then IBV_WC_RETRY_EXC_ERR;
+                                       // not 7: rxe never gives up at 7 (lesson 3)
         .rnr_retry = 7,                // 7 = retry forever on RNR NAK; our CQ waits are bounded instead
     };
     CHECK_RC(ibv_modify_qp(qp, &attr,
@@ -117,13 +118,13 @@ const char* wc_opcode_str(ibv_wc_opcode op) {
     }
 }
 
-void check_wc(const ibv_wc& wc, const char* what) {
+void check_wc(const ibv_wc& wc, const char* what, const char* likely_cause) {
     if (wc.status == IBV_WC_SUCCESS) return;
     const char* hint = "";
     switch (wc.status) {
     case IBV_WC_RETRY_EXC_ERR:
-        hint = "the peer never acknowledged: wrong GID index or address, a path MTU the peers "
-               "disagree on, UDP 4791 blocked, or the peer exited";
+        hint = "the peer never acknowledged (7 tries in 0.5 s): the peer exited, or a wrong GID index or "
+               "address, a path MTU the peers disagree on, UDP 4791 blocked";
         break;
     case IBV_WC_RNR_RETRY_EXC_ERR: hint = "the peer had no receive posted (post receives before RTR)"; break;
     case IBV_WC_REM_ACCESS_ERR:
@@ -143,6 +144,7 @@ void check_wc(const ibv_wc& wc, const char* what) {
     case IBV_WC_WR_FLUSH_ERR: hint = "the QP was already in the error state: the first failure is the cause"; break;
     default: break;
     }
+    if (likely_cause) hint = likely_cause;
     fail(std::string(what) + " completed with status " + ibv_wc_status_str(wc.status) + " (" +
              std::to_string(wc.status) + ", vendor_err " + std::to_string(wc.vendor_err) + ")",
          hint);
@@ -234,10 +236,21 @@ ibv_wc poll_one_until(ibv_cq* cq, int timeout_s, const char* waiting_for, const 
         if (peer && now >= next_look) {
             next_look = now + std::chrono::milliseconds(10);  // a syscall every 10 ms, not every spin
             if (peer_closed(*peer)) {
-                // A completion may have raced the close: give the CQ a last look.
-                std::this_thread::sleep_for(std::chrono::milliseconds(200));
-                n = ibv_poll_cq(cq, 1, &wc);
-                if (n == 1) break;
+                // The peer is gone, but our QP may not know yet: a request in
+                // flight to its vanished QP ends in IBV_WC_RETRY_EXC_ERR once
+                // our retries run out, which says more than "closed". Keep
+                // polling for as long as those retries take.
+                const auto give_up = Clock::now() + kRetriesGiveUp;
+                while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && Clock::now() < give_up)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                if (n == 1) {
+                    if (wc.status == IBV_WC_RETRY_EXC_ERR)
+                        check_wc(wc, waiting_for,
+                                 ("the peer " + peer->peer() + " closed its TCP connection too: it exited, and its "
+                                  "QP went with it")
+                                     .c_str());
+                    break;
+                }
                 fail("the peer " + peer->peer() + " closed the connection while we waited for " + waiting_for,
                      "see the peer's output: it exited, failed, or refused to go on");
             }

@@ -9,6 +9,9 @@
 # lesson's client (or server) as CMD with its peer on ANOTHER host: two
 # processes on one rxe host talk through rxe's internal loopback and put
 # nothing on the wire. Without a second host, use `make capture LESSON=N`.
+#
+# Exit status: CMD's; 1 if the capture itself failed (tshark's message is
+# shown); 2 misuse.
 set -euo pipefail
 
 usage() {
@@ -24,45 +27,58 @@ die() {
   echo "capture.sh: $1" >&2
   exit "${2:-1}"
 }
+misuse() { die "$1 (see scripts/capture.sh -h)" 2; }
+# need_value OPTION [VALUE...]: misuse if the option came last.
+need_value() { [[ $# -ge 2 ]] || misuse "$1 needs a value"; }
 
 dev="" netdev="" out="captures/capture.pcap" tcp_port=18515
-while [ $# -gt 0 ]; do
+while [[ $# -gt 0 ]]; do
   case $1 in
     -h | --help)
       usage
       exit 0
       ;;
     -d)
-      dev=${2:?}
+      need_value "$@"
+      dev=$2
       shift 2
       ;;
     -i)
-      netdev=${2:?}
+      need_value "$@"
+      netdev=$2
       shift 2
       ;;
     -o)
-      out=${2:?}
+      need_value "$@"
+      out=$2
       shift 2
       ;;
     -p)
-      tcp_port=${2:?}
+      need_value "$@"
+      tcp_port=$2
       shift 2
       ;;
     --)
       shift
       break
       ;;
-    *) die "unknown argument '$1' (see scripts/capture.sh -h)" 2 ;;
+    *) misuse "unknown argument '$1'" ;;
   esac
 done
-[ $# -gt 0 ] || die "no command to run after -- (see scripts/capture.sh -h)" 2
+[[ $# -gt 0 ]] || misuse "no command to run after --"
+# The port goes into tshark's capture filter: a number, or the filter would
+# say something else ("1 or tcp" captures every TCP segment).
+if ! [[ $tcp_port =~ ^[0-9]{1,5}$ ]] || ((10#$tcp_port < 1 || 10#$tcp_port > 65535)); then
+  misuse "-p '$tcp_port' is not a TCP port (1-65535)"
+fi
+tcp_port=$((10#$tcp_port))
 command -v tshark >/dev/null || die "tshark is missing: scripts/install_deps.sh installs it"
 
-if [ -z "$netdev" ]; then
-  [ -n "$dev" ] || dev=$(ibv_devices 2>/dev/null | awk 'NR > 2 { print $1; exit }')
-  [ -n "$dev" ] || die "no RDMA device here: set up Soft-RoCE (scripts/setup_rxe.sh up) or use 'make capture LESSON=N'"
+if [[ -z $netdev ]]; then
+  [[ -n $dev ]] || dev=$(ibv_devices 2>/dev/null | awk 'NR > 2 { print $1; exit }')
+  [[ -n $dev ]] || die "no RDMA device here: set up Soft-RoCE (scripts/setup_rxe.sh up) or use 'make capture LESSON=N'"
   netdev=$(rdma link show "$dev/1" 2>/dev/null | sed -n 's/.*netdev \([^ ]*\).*/\1/p')
-  [ -n "$netdev" ] || die "no netdev under $dev (an InfiniBand port? capture IB with ibdump instead); give one with -i"
+  [[ -n $netdev ]] || die "no netdev under $dev (an InfiniBand port? capture IB with ibdump instead); give one with -i"
 fi
 
 case " $* " in
@@ -73,25 +89,34 @@ esac
 
 mkdir -p "$(dirname "$out")"
 echo "capture.sh: capturing on $netdev (udp port 4791 or tcp port $tcp_port) into $out"
-tshark -q -i "$netdev" -f "udp port 4791 or tcp port $tcp_port" -w "$out" 2>"$out.log" 3>&- &
+log=$(mktemp)
+tshark -q -i "$netdev" -f "udp port 4791 or tcp port $tcp_port" -w "$out" 2>"$log" 3>&- &
 tpid=$!
-trap 'kill "$tpid" 2>/dev/null || true' EXIT
-# Wait (bounded) until tshark reports that it is capturing.
-for _ in $(seq 50); do
-  grep -q "Capturing on" "$out.log" 2>/dev/null && break
+trap 'kill "$tpid" 2>/dev/null || true; rm -f "$log"' EXIT
+# tshark_failed: say that tshark stopped, with its own message (a bad
+# filter, no permission, no such interface), and exit 1.
+tshark_failed() {
+  echo "capture.sh: tshark stopped $1; it said:" >&2
+  grep -v 'Running as user "root"' "$log" | sed 's/^/  /' >&2
+  exit 1
+}
+# Wait (bounded: 20 s; tshark starts slowly in an emulated guest) until
+# tshark reports that it is capturing.
+for _ in $(seq 200); do
+  grep -q "Capturing on" "$log" && break
+  kill -0 "$tpid" 2>/dev/null || tshark_failed "before it started"
   sleep 0.1
 done
-grep -q "Capturing on" "$out.log" || die "tshark did not start: $(tail -n 3 "$out.log")"
+grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 20 s"
 
 set +e
 "$@"
 status=$?
 set -e
 sleep 0.5 # let the last ACKs arrive
+kill -0 "$tpid" 2>/dev/null || tshark_failed "while $1 ran: the capture is incomplete"
 kill "$tpid" 2>/dev/null || true
 wait "$tpid" 2>/dev/null || true
-trap - EXIT
-rm -f "$out.log"
 
 "$(dirname "$0")/ladder.sh" "$out"
 if ! tshark -r "$out" -Y infiniband 2>/dev/null | grep -q .; then

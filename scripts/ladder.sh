@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# ladder.sh - print a capture as a packet ladder: one line per packet.
+# ladder.sh - print a capture as a packet ladder: a line per RoCE packet.
 #
 #   scripts/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]
 #
 # RoCE v2 packets (UDP 4791, decoded by Wireshark's `infiniband` dissector)
-# get a line each: frame, time, direction, the opcode as Wireshark names it,
-# destination QP, PSN and the headers that matter: RETH (remote address,
-# rkey, length), ImmDt, AtomicETH (compare/swap-add data), AtomicAckETH
-# (original remote data) and AETH (ACK/NAK and MSN). The out-of-band TCP
-# exchange is shown briefly: its segments that carry data. With the server's
-# and client's IP the direction reads "client -> server".
+# get a line each: frame, time, source -> destination address, the opcode as
+# Wireshark names it, the destination QP, PSN and the headers that matter:
+# RETH (remote address, rkey, length), ImmDt, AtomicETH (compare/swap-add
+# data), AtomicAckETH (original remote data) and AETH (ACK, RNR NAK or NAK
+# with its error, and MSN). Of the out-of-band TCP exchange only the segments
+# that carry data are shown; ARP, ICMPv6 and TCP's handshakes and bare ACKs
+# are left out (open the pcap in Wireshark for every frame). With the
+# server's and client's IP each address is named: "client 192.0.2.2".
 set -euo pipefail
 
 usage() { echo "usage: scripts/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]"; }
@@ -38,7 +40,7 @@ fields=(frame.number frame.time_relative ip.src ip.dst
   infiniband.reth.va infiniband.reth.r_key infiniband.reth.dmalen
   infiniband.immdt infiniband.atomiceth.swapdt infiniband.atomiceth.cmpdt
   infiniband.atomicacketh.origremdt infiniband.aeth.syndrome.opcode infiniband.aeth.msn
-  tcp.srcport tcp.dstport tcp.len _ws.col.Info tcp.payload)
+  infiniband.aeth.syndrome.error_code tcp.srcport tcp.dstport tcp.len _ws.col.Info tcp.payload)
 args=()
 for f in "${fields[@]}"; do args+=(-e "$f"); done
 
@@ -47,7 +49,7 @@ for f in "${fields[@]}"; do args+=(-e "$f"); done
 tshark -r "$pcap" --disable-heuristic rpcrdma_infiniband \
   -Y 'infiniband || (tcp && tcp.len > 0)' -T fields -E separator='|' -E occurrence=f "${args[@]}" 2>/dev/null |
   awk -F'|' -v S="$server_ip" -v C="$client_ip" '
-    function who(ip) { return ip == S ? "server" : ip == C ? "client" : ip }
+    function who(ip) { return ip == S ? "server " ip : ip == C ? "client " ip : ip }
     # Hex ("52:54:52:21" or "52545221") to printable ASCII, "." for the rest.
     function ascii(hex,   h, out, i, v) {
       h = tolower(hex); gsub(/:/, "", h); out = ""
@@ -57,12 +59,18 @@ tshark -r "$pcap" --disable-heuristic rpcrdma_infiniband \
       }
       return out
     }
-    BEGIN { printf "%5s %8s  %-18s  %s\n", "frame", "time", "direction", "packet" }
+    # A NAK'"'"'s error code (IBTA 9.7.5.2.8, table 44).
+    function nak(code) {
+      return code == 0 ? "PSN sequence error" : code == 1 ? "invalid request" : \
+        code == 2 ? "remote access error" : code == 3 ? "remote operational error" : \
+        code == 4 ? "invalid RD request" : "reserved"
+    }
+    BEGIN { printf "%5s %8s  %-36s  %s\n", "frame", "time", "source -> destination", "packet" }
     {
       dir = sprintf("%s -> %s", who($3), who($4))
       if ($5 != "") {                                   # RoCE v2: BTH present
-        info = $20; sub(/ QP=.*/, "", info)             # Wireshark names the opcode
-        line = sprintf("%s (op %s)  qp %s psn %s", info, $5, $6, $7)
+        info = $21; sub(/ QP=.*/, "", info)             # Wireshark names the opcode
+        line = sprintf("%s (op %s)  dest qp %s psn %s", info, $5, $6, $7)
         if ($8 != "" && $10 != "") line = line sprintf("  RETH va=%s rkey=%s len=%s", $8, $9, $10)
         else if ($8 != "") line = line sprintf("  va=%s rkey=%s", $8, $9)   # the target of an AtomicETH
         if ($11 != "") line = line sprintf("  ImmDt=%s", $11)
@@ -70,13 +78,13 @@ tshark -r "$pcap" --disable-heuristic rpcrdma_infiniband \
         if ($14 != "") line = line sprintf("  AtomicAckETH orig=%s", $14)
         if ($15 != "") {
           # AETH syndrome opcode: 0 ACK, 1 RNR NAK, 3 NAK (IBTA 9.7.5.2.8)
-          kind = ($15 == 0 ? "ACK" : $15 == 1 ? "RNR NAK" : $15 == 3 ? "NAK" : "reserved")
+          kind = ($15 == 0 ? "ACK" : $15 == 1 ? "RNR NAK" : $15 == 3 ? "NAK " nak($17) " (" $17 ")" : "reserved")
           line = line sprintf("  AETH %s msn=%s", kind, $16)
         }
       } else {                                          # the out-of-band exchange
-        line = sprintf("TCP %s -> %s, %s bytes (out-of-band exchange)", $17, $18, $19)
-        if ($19 == 54) line = line " PeerInfo: QPN, PSN, GID, MTU, buffer"
-        if ($19 == 4) line = line sprintf(" \"%s\"", ascii($21))       # a control token: DONE, RTR!
+        line = sprintf("TCP %s -> %s, %s bytes (out-of-band exchange)", $18, $19, $20)
+        if ($20 == 54) line = line " PeerInfo: QPN, PSN, GID, MTU, buffer"
+        if ($20 == 4) line = line sprintf(" \"%s\"", ascii($22))       # a control token: DONE, RTR!
       }
-      printf "%5s %8.3f  %-18s  %s\n", $1, $2, dir, line
+      printf "%5s %8.3f  %-36s  %s\n", $1, $2, dir, line
     }'

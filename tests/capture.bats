@@ -3,6 +3,10 @@
 # joined by a virtual cable, and the capture holds the operations the lesson
 # is named for. Runs on the host: every test boots a pair of guests itself.
 # This is also where the lessons are shown to work across two hosts.
+# Also here, with nothing booted: capture_lesson.sh's refusals, capture.sh's
+# options on this host's loopback, and ladder.sh's labels on a hand-made pcap.
+
+bats_require_minimum_version 1.5.0
 
 setup_file() {
   cd "$BATS_TEST_DIRNAME/.." || return 1
@@ -60,8 +64,8 @@ capture() {
   capture 6
   assert_output --partial '[b] result: read 25 bytes: "text in the server memory"'
   # The ladder: the request carries the server's buffer, the client's DONE follows on TCP.
-  assert_output --regexp 'client -> server +RC RDMA Read Request \(op 12\).*RETH va=0x[0-9a-f]+ rkey=0x[0-9a-f]+ len=25'
-  assert_output --regexp 'server -> client +RC RDMA Read Response Only \(op 16\)'
+  assert_output --regexp 'client 192\.0\.2\.2 -> server 192\.0\.2\.1 +RC RDMA Read Request \(op 12\)  dest qp 0x[0-9a-f]+ psn [0-9]+  RETH va=0x[0-9a-f]+ rkey=0x[0-9a-f]+ len=25'
+  assert_output --regexp 'server 192\.0\.2\.1 -> client 192\.0\.2\.2 +RC RDMA Read Response Only \(op 16\)'
   assert_output --partial '4 bytes (out-of-band exchange) "DONE"'
   run opcodes 6
   assert_line "12"   # RDMA READ Request
@@ -103,13 +107,6 @@ capture() {
   assert_output --partial "DisconnectRequest"
 }
 
-@test "make capture refuses a lesson without a peer, with the reason, and changes nothing" {
-  run make -s capture LESSON=2
-  assert_failure
-  assert_output --partial "lesson 2 has no peer"
-  assert_file_not_exists captures/lesson2.pcap
-}
-
 @test "scripts/capture.sh on a host whose rxe sits on a real netdev captures the lesson and prints its ladder" {
   # Guest b plays a learner's real host: rxe0 on eth0, the server on another host (guest a).
   run timeout 300 scripts/lab.sh pair --timeout 240 \
@@ -117,6 +114,7 @@ capture() {
     --b "scripts/capture.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 60 192.0.2.1 2 3"
   assert_success
   assert_output --partial "[b] capture.sh: capturing on eth0 (udp port 4791 or tcp port 18515) into /tmp/l4.pcap"
+  assert_output --partial "[a] result: 2 + 3 = 5"
   assert_output --partial "[b] result: 2 + 3 = 5"
   assert_output --regexp '\[b\] +[0-9]+ +[0-9.]+ +192\.0\.2\.2 -> 192\.0\.2\.1 +RC Send Only \(op 4\)'
   assert_output --regexp '\[b\] +[0-9]+ +[0-9.]+ +192\.0\.2\.1 -> 192\.0\.2\.2 +RC Acknowledge \(op 17\).*AETH ACK'
@@ -124,10 +122,130 @@ capture() {
 }
 
 @test "scripts/capture.sh warns that a peer on the same host puts nothing on the wire, and says so after" {
-  run timeout 200 scripts/lab.sh run --timeout 150 -- bash -c \
-    './lesson4 --timeout 30 >/dev/null & sleep 0.5; scripts/capture.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 30 127.0.0.1 2 3'
+  # The server's "waiting" line, not a fixed sleep, says when the client may
+  # come; both run inside the capture, so tshark's start-up eats no timeout.
+  # shellcheck disable=SC2016 # the guest's bash expands this, not ours
+  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture.sh -o /tmp/l4.pcap -- bash -c '
+    ./lesson4 --timeout 30 >/tmp/server.out 2>&1 &
+    server=$!
+    for _ in $(seq 100); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
+    ./lesson4 --timeout 30 127.0.0.1 2 3
+    client=$?
+    wait "$server"
+    echo "server exit status $?"
+    sed "s/^/server said: /" /tmp/server.out
+    exit "$client"'
   assert_success
-  assert_output --partial "result: 2 + 3 = 5"
+  assert_line "result: 2 + 3 = 5"
+  assert_line "server exit status 0"
+  assert_line "server said: result: 2 + 3 = 5"
   assert_output --partial "warning: the peer is on this host; rxe loopback puts nothing on dummy0"
   assert_output --partial "no RoCE packets captured: was the peer on this host (rxe loopback)?"
+}
+
+# --- with nothing booted ------------------------------------------------------
+
+@test "make capture refuses a lesson without a peer, with the reason, before booting anything" {
+  run -2 make -s capture LESSON=2
+  assert_output --partial "capture_lesson.sh: lesson 2 has no peer, so nothing crosses a wire; lessons 4 5 6 7 8 9 do"
+  refute_output --partial "capture: lesson 2"   # the line printed before the guests boot
+}
+
+@test "capture_lesson.sh refuses no lesson, an unknown lesson and one without a peer, exit 2, before booting anything" {
+  run -2 scripts/capture_lesson.sh
+  assert_output "capture_lesson.sh: which lesson? make capture LESSON=N (N is one of 4 5 6 7 8 9)"
+  for bad in x 0 10 04 '4; true'; do
+    run -2 scripts/capture_lesson.sh "$bad"
+    assert_output "capture_lesson.sh: no lesson '$bad'; lessons 4 5 6 7 8 9 have two sides to capture"
+  done
+  for alone in 1 2 3; do
+    run -2 scripts/capture_lesson.sh "$alone"
+    assert_output "capture_lesson.sh: lesson $alone has no peer, so nothing crosses a wire; lessons 4 5 6 7 8 9 do"
+  done
+}
+
+# A command for capture.sh: send TEXT over TCP on this host's loopback to PORT.
+tcp_send() {
+  python3 -c '
+import socket, sys
+port, text = int(sys.argv[1]), sys.argv[2].encode()
+with socket.create_server(("127.0.0.1", port)) as listener:
+    with socket.create_connection(("127.0.0.1", port)) as c, listener.accept()[0] as s:
+        c.sendall(text)
+        s.recv(len(text))' "$@"
+}
+export -f tcp_send
+
+@test "capture.sh refuses a -p that is not a port, exit 2, before tshark starts" {
+  for bad in '1 or tcp' 0 65536 -1 0x50 ''; do
+    run -2 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/x.pcap" -p "$bad" -- true
+    assert_output "capture.sh: -p '$bad' is not a TCP port (1-65535) (see scripts/capture.sh -h)"
+  done
+  assert_file_not_exists "$BATS_TEST_TMPDIR/x.pcap"
+}
+
+@test "capture.sh refuses a missing value, an unknown option and a missing command, exit 2" {
+  run -2 scripts/capture.sh -i lo -p
+  assert_output "capture.sh: -p needs a value (see scripts/capture.sh -h)"
+  run -2 scripts/capture.sh -x -- true
+  assert_output "capture.sh: unknown argument '-x' (see scripts/capture.sh -h)"
+  run -2 scripts/capture.sh -i lo --
+  assert_output "capture.sh: no command to run after -- (see scripts/capture.sh -h)"
+}
+
+@test "capture.sh -h prints every option with its default" {
+  run -0 scripts/capture.sh -h
+  assert_line --partial "-d RDMA_DEV  the RDMA device whose netdev to capture on (default: the first one)"
+  assert_line --partial "-o FILE      where the pcap goes (default: captures/capture.pcap)"
+  assert_line --partial "-p TCP_PORT  the lessons' out-of-band TCP port to include (default: 18515)"
+}
+
+@test "capture.sh -p PORT captures that TCP port into -o FILE, not another one, and shows it in the ladder" {
+  run -0 scripts/capture.sh -i lo -p 20431 -o "$BATS_TEST_TMPDIR/lo.pcap" -- \
+    bash -c 'tcp_send 20431 DONE && tcp_send 20432 GONE'
+  assert_line "capture.sh: capturing on lo (udp port 4791 or tcp port 20431) into $BATS_TEST_TMPDIR/lo.pcap"
+  assert_output --regexp '127\.0\.0\.1 -> 127\.0\.0\.1 +TCP [0-9]+ -> 20431, 4 bytes \(out-of-band exchange\) "DONE"'
+  refute_output --partial "GONE"
+  run tshark -r "$BATS_TEST_TMPDIR/lo.pcap" -T fields -e tcp.dstport -Y 'tcp.len > 0'
+  assert_line "20431"
+  refute_line "20432"
+}
+
+@test "capture.sh exits with the command's status" {
+  run -3 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/s.pcap" -- bash -c 'exit 3'
+  assert_line --regexp '^frame +time +source -> destination +packet$'   # the ladder ran
+}
+
+@test "capture.sh keeps tshark's message when the capture fails, exit 1" {
+  run -1 scripts/capture.sh -i no-such-netdev -o "$BATS_TEST_TMPDIR/f.pcap" -- true
+  assert_output --regexp "capture.sh: tshark stopped (before it started|while true ran: the capture is incomplete); it said:"
+  assert_output --partial 'There is no device named "no-such-netdev"'
+}
+
+# One RoCE v2 packet per line, as text2pcap reads hex: an Acknowledge (BTH
+# opcode 17 to QP 0x11, PSN 42, 43, 44) whose AETH syndrome is, in turn, ACK
+# (0x1f: opcode 0, 31 credits), RNR NAK (0x2e: opcode 1, timer 14) and NAK
+# (0x62: opcode 3, code 2 remote access error); MSN 1; then the ICRC.
+acks_pcap() {
+  cat >"$BATS_TEST_TMPDIR/acks.hex" <<'HEX'
+000000 11 00 ff ff 00 00 00 11 00 00 00 2a 1f 00 00 01 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 2b 2e 00 00 01 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 2c 62 00 00 01 de ad be ef
+HEX
+  text2pcap -q -4 192.0.2.1,192.0.2.2 -u 4791,4791 "$BATS_TEST_TMPDIR/acks.hex" "$BATS_TEST_TMPDIR/acks.pcap"
+}
+
+@test "ladder.sh labels an AETH as ACK, RNR NAK or NAK with its error, and names each address's side" {
+  acks_pcap
+  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/acks.pcap" 192.0.2.1 192.0.2.2
+  assert_line --index 0 --regexp '^frame +time +source -> destination +packet$'
+  assert_line --index 1 --regexp '^ +1 +0\.000  server 192\.0\.2\.1 -> client 192\.0\.2\.2 +RC Acknowledge \(op 17\)  dest qp 0x000011 psn 42  AETH ACK msn=1$'
+  assert_line --index 2 --regexp ' psn 43  AETH RNR NAK msn=1$'
+  assert_line --index 3 --regexp ' psn 44  AETH NAK remote access error \(2\) msn=1$'
+}
+
+@test "ladder.sh without the server's and client's IP shows the bare addresses" {
+  acks_pcap
+  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/acks.pcap"
+  assert_line --index 1 --regexp '^ +1 +0\.000  192\.0\.2\.1 -> 192\.0\.2\.2 +RC Acknowledge \(op 17\)  dest qp 0x000011 psn 42  AETH ACK msn=1$'
 }

@@ -59,10 +59,10 @@ teardown() { lesson_teardown; }
   local mtu
   mtu=$(ibv_devinfo -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*active_mtu:\t*\([0-9]*\) .*/\1/p')
   assert_line --regexp "^    dest_qp_num 0x[0-9a-f]+, rq_psn 0x[0-9a-f]{6}, path_mtu $mtu, max_dest_rd_atomic 1, min_rnr_timer 12,$"
-  assert_line --regexp "^    sq_psn 0x[0-9a-f]{6}, timeout 14, retry_cnt 7, rnr_retry 7, max_rd_atomic 1$"
+  assert_line --regexp "^    sq_psn 0x[0-9a-f]{6}, timeout 14, retry_cnt 6, rnr_retry 7, max_rd_atomic 1$"
   # The same numbers in the helper lessons 4 to 8 call.
   local v
-  for v in ".min_rnr_timer = 12," ".timeout = 14," ".retry_cnt = 7," ".rnr_retry = 7," ".hop_limit = 64," ".pkey_index = 0,"; do
+  for v in ".min_rnr_timer = 12," ".timeout = 14," ".retry_cnt = 6," ".rnr_retry = 7," ".hop_limit = 64," ".pkey_index = 0,"; do
     grep -qF -- "$v" common/connect.cpp || fail "common/connect.cpp does not set $v"
     grep -qF -- "$v" lessons/03_qp_state_machine/lesson3.cpp || fail "lesson3.cpp does not set $v"
   done

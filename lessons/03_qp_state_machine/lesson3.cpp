@@ -258,12 +258,37 @@ int main(int argc, char** argv) {
             .sq_psn = my_psn,       // 24-bit PSN of our first packet: what the peer set as its rq_psn
             .max_rd_atomic = 1,     // READ/atomic requests we may have in flight at the peer
             .timeout = 14,          // ACK timeout code: 4.096 us * 2^14 = 67 ms before resending (0 = wait forever)
-            .retry_cnt = 7,         // resend up to 7 times without an ACK, then IBV_WC_RETRY_EXC_ERR (max 7)
-            .rnr_retry = 7,         // 7 = retry forever on RNR NAK (0..6 = that many times); our CQ wait is bounded
+            .retry_cnt = 6,         // resend 6 times without an ACK (7 tries, ~0.5 s), then IBV_WC_RETRY_EXC_ERR;
+                                    // 3 bits, 0..7, but 7 never gives up on rxe (below)
+            .rnr_retry = 7,         // 7 = retry forever on RNR NAK (0..6 = that many times); our CQ wait is bounded.
+                                    // rxe: its ACK timer still spends retry_cnt meanwhile (docs/lesson4)
         };
     };
     const int rts_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT |
                          IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+    // retry_cnt is a 3-bit field in the InfiniBand spec (0..7), and the spec
+    // gives up after retry_cnt resends, 7 included. Two devices' truths:
+    // rxe keeps the whole byte and never counts 7 down (rxe_comp.c:
+    // "if (qp->comp.retry_cnt != 7) qp->comp.retry_cnt--"), so 7 resends for
+    // ever; mlx5 stores only the low 3 bits (8 becomes 0). Hence 6 above. A
+    // spare QP C shows what THIS device does with 8: refused, or kept as what?
+    ibv_qp* qc = CHECK_PTR(ibv_create_qp(pd, &qp_init));
+    CHECK_RC(ibv_modify_qp(qc, &init_attr, init_mask));
+    ibv_qp_attr rtr_c = rtr_attr(a, qb->qp_num, psn_b);
+    CHECK_RC(ibv_modify_qp(qc, &rtr_c, kRtrMask));
+    ibv_qp_attr rts_c = rts_attr(wb::random_psn());
+    rts_c.retry_cnt = 8;  // one past 3 bits
+    std::printf("  retry_cnt 8 on a spare QP C, one past the spec's 3 bits (0..7)\n");
+    if (const int rc = ibv_modify_qp(qc, &rts_c, rts_mask); rc != 0) {
+        std::printf("    -> ibv_modify_qp refused it: %s\n", wb::errno_str(rc).c_str());
+    } else {
+        ibv_qp_attr back{};
+        ibv_qp_init_attr init_back{};
+        CHECK_RC(ibv_query_qp(qc, &back, IBV_QP_RETRY_CNT, &init_back));
+        std::printf("    -> accepted, and ibv_query_qp reads back retry_cnt %u: this device does not check the range\n",
+                    back.retry_cnt);
+    }
+    CHECK_RC(ibv_destroy_qp(qc));
     ibv_qp_attr rts_a = rts_attr(psn_a), rts_b = rts_attr(psn_b);
     CHECK_RC(ibv_modify_qp(qa, &rts_a, rts_mask));
     CHECK_RC(ibv_modify_qp(qb, &rts_b, rts_mask));
@@ -310,7 +335,7 @@ int main(int argc, char** argv) {
         if (n == 0 && std::chrono::steady_clock::now() >= deadline)
             wb::fail("only " + std::to_string(completions) + " of 2 completions within " +
                          std::to_string(kPollTimeoutSeconds) + " s",
-                     "is the port ACTIVE? a wrong GID would show as IBV_WC_RETRY_EXC_ERR after about 0.5 s (timeout 14 = 67 ms, retry_cnt 7)");
+                     "is the port ACTIVE? a wrong GID would show as IBV_WC_RETRY_EXC_ERR after about 0.5 s (timeout 14 = 67 ms, retry_cnt 6)");
         if (n == 0) std::this_thread::yield();  // let the device (a kernel thread on rxe) work
     }
     if (received != sizeof kMessage || std::memcmp(recv_buf, kMessage, sizeof kMessage) != 0)

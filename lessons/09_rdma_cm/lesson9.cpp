@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
     rdma_conn_param param = {
         .responder_resources = 0,  // RDMA READ/atomic requests the peer may have in flight at us: none
         .initiator_depth = 0,      // READ/atomic requests we may have in flight at the peer: none
-        .retry_count = 7,          // the QP's retry_cnt (lesson 3); only the client's counts
+        .retry_count = 6,          // the QP's retry_cnt: 7 tries, then status 12 (7 = for ever on rxe: lesson 3); only the client's counts
         .rnr_retry_count = 7,      // the peer's rnr_retry: 7 = retry for ever on RNR NAK
     };
     if (is_server) {

@@ -1,0 +1,93 @@
+# grade-lib.bash - what a grader (lessons/*/exercises/N.M/grade.bash) may use.
+# shellcheck disable=SC2034 # the variables are for the graders that source this file
+#
+# A grader sets HINT and defines grade PROGRAM: it runs PROGRAM (and, for a
+# two-process exercise, PROGRAM as the server too) for real, then checks what
+# happened: results, completion statuses, the device's counters. It returns 0
+# when the exercise is solved; otherwise it calls ex_fail "what was expected"
+# "what happened", which prints both with the hint and returns 1.
+#
+#   ex_server CMD...          start a server in the background; output in $EX_SERVER_OUT
+#   ex_wait_line FILE TEXT    wait (at most 10 s) until FILE has a line containing TEXT
+#   ex_run CMD...             run a client (at most 30 s); output in $EX_OUT, status in $EX_STATUS
+#   ex_wait_server            wait (at most 15 s) for the server; status in $EX_SERVER_STATUS
+#   ex_counter NAME           a port counter of the device (hw_counters), e.g. rcvd_rnr_err
+#   ex_line FILE REGEX        the first line of FILE that matches REGEX (status 1: none)
+#   ex_fail EXPECTED HAPPENED print them with $HINT; return 1
+# $EX_PORT is a TCP port of this exercise's own; $EX_TMP a folder of its own.
+
+EX_TMP=$(mktemp -d)
+EX_PORT=$((21000 + ${EX_INDEX:-0} * 4)) # below the ephemeral range; 4 ports per exercise
+EX_DEV=$(ibv_devices | awk 'NR > 2 { print $1; exit }')
+EX_SERVER_PID=
+EX_SERVER_OUT=$EX_TMP/server.out
+EX_OUT=$EX_TMP/client.out
+EX_STATUS=
+EX_SERVER_STATUS=
+HINT=
+
+ex_cleanup() {
+  [[ -n $EX_SERVER_PID ]] && kill "$EX_SERVER_PID" 2>/dev/null
+  rm -rf "$EX_TMP"
+}
+trap ex_cleanup EXIT
+
+ex_server() {
+  "$@" >"$EX_SERVER_OUT" 2>&1 &
+  EX_SERVER_PID=$!
+}
+
+ex_wait_line() {
+  local file=$1 text=$2 i
+  for ((i = 0; i < 100; i++)); do
+    grep -qF -- "$text" "$file" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+ex_run() {
+  EX_STATUS=0
+  timeout 30 "$@" >"$EX_OUT" 2>&1 || EX_STATUS=$?
+}
+
+ex_wait_server() {
+  local i
+  EX_SERVER_STATUS=124
+  for ((i = 0; i < 150; i++)); do
+    if ! kill -0 "$EX_SERVER_PID" 2>/dev/null; then
+      EX_SERVER_STATUS=0
+      wait "$EX_SERVER_PID" || EX_SERVER_STATUS=$?
+      EX_SERVER_PID=
+      return 0
+    fi
+    sleep 0.1
+  done
+  kill "$EX_SERVER_PID" 2>/dev/null
+  EX_SERVER_PID=
+}
+
+ex_counter() {
+  cat "/sys/class/infiniband/$EX_DEV/ports/1/hw_counters/$1"
+}
+
+ex_line() {
+  grep -m1 -E -- "$2" "$1"
+}
+
+# The last lines a program printed, on one line, for "what happened".
+ex_tail() {
+  tail -n "${2:-2}" "$1" | tr '\n' ' ' | sed 's/ *$//'
+}
+
+ex_fail() {
+  echo "expected: $1"
+  echo "what happened: $2"
+  [[ -z $HINT ]] || echo "hint: $HINT"
+  return 1
+}
+
+# Run by grade-run.sh: the grader, then a verdict even if it forgot to return one.
+ex_grade() {
+  grade "$1"
+}

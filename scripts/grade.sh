@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# grade.sh - build and grade the exercises beside each lesson (`make grade`).
+#
+#   scripts/grade.sh            every exercise, from your starter files
+#   scripts/grade.sh 4.2        one exercise (make grade EX=4.2)
+#   scripts/grade.sh -s [EX]    the reference solutions instead (make grade SOLUTIONS=1)
+#   scripts/grade.sh -h
+#
+# An exercise is a folder lessons/NN_topic/exercises/N.M/ holding README.md
+# (the task), exN_M.cpp (the starter you edit) and grade.bash (its grader);
+# the reference solution is lessons/NN_topic/exercises/solutions/exN_M.cpp.
+# Each program is built on this host (build/exercises/), then every grader
+# runs it for real on RDMA: on this host's device when it has one, else in
+# one Soft-RoCE lab guest (scripts/lab.sh). One line per exercise, PASS or
+# FAIL with what was expected, what happened and a hint, then
+# "grade: N of M exercises pass".
+#
+# Environment: EX and SOLUTIONS=1 do what the arguments do (make passes them).
+# Exit status: 0 when every graded exercise passes, 1 when one fails, 2 misuse.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; }
+misuse() {
+  echo "grade: $*" >&2
+  exit 2
+}
+
+solutions=${SOLUTIONS:-}
+ex=${EX:-}
+while (($#)); do
+  case $1 in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    -s | --solutions) solutions=1 ;;
+    -*) misuse "unknown option '$1' (see scripts/grade.sh -h)" ;;
+    *)
+      [[ -z $ex || $ex == "$1" ]] || misuse "one exercise at a time: '$ex' and '$1'"
+      ex=$1
+      ;;
+  esac
+  shift
+done
+[[ -z $solutions || $solutions == 1 ]] || misuse "SOLUTIONS takes 1 (or nothing), not '$solutions'"
+
+# Every exercise folder, in lesson order: "N.M<TAB>folder".
+mapfile -t all < <(for d in lessons/[0-9][0-9]_*/exercises/[0-9]*.[0-9]*/; do
+  [[ -f $d/grade.bash ]] && printf '%s\t%s\n' "$(basename "$d")" "${d%/}"
+done | sort -t. -k1,1n -k2,2n)
+((${#all[@]})) || misuse "no exercises found under lessons/*/exercises/"
+
+selected=()
+if [[ -n $ex ]]; then
+  [[ $ex =~ ^[0-9]+\.[0-9]+$ ]] || misuse "EX must look like 4.2, not '$ex'"
+  for row in "${all[@]}"; do [[ ${row%%$'\t'*} == "$ex" ]] && selected+=("$row"); done
+  ((${#selected[@]})) || misuse "there is no exercise $ex; there are: $(printf '%s\n' "${all[@]}" | cut -f1 | tr '\n' ' ')"
+else
+  selected=("${all[@]}")
+fi
+
+# Build each program; one that does not compile fails with the compiler's first error.
+kind=starter
+[[ -n $solutions ]] && kind=solution
+make --no-print-directory -s build/libworkbook.a || exit 1
+runnable=() failed=0
+for row in "${selected[@]}"; do
+  id=${row%%$'\t'*} dir=${row#*$'\t'}
+  name=ex${id/./_}
+  src=$dir/$name.cpp
+  [[ $kind == solution ]] && src=$(dirname "$dir")/solutions/$name.cpp
+  bin=build/exercises/$kind/$name
+  log=$(mktemp)
+  if ! make --no-print-directory -s "$bin" >"$log" 2>&1; then
+    first=$(grep -m1 -E 'error:|No rule to make target' "$log" || head -n1 "$log")
+    title=$(sed -n '1s/^# *//p' "$dir/README.md")
+    echo "FAIL $id ${title#"$id "}"
+    echo "  expected: $src to compile"
+    echo "  what happened: the compiler's first error: $first"
+    failed=$((failed + 1))
+  else
+    runnable+=("$id"$'\t'"$dir"$'\t'"$bin")
+  fi
+  rm -f "$log"
+done
+
+# Run the graders that have a program, on RDMA.
+passed=0
+if ((${#runnable[@]})); then
+  list=$(mktemp)
+  printf '%s\n' "${runnable[@]}" >"$list"
+  out=$(mktemp)
+  if compgen -G '/sys/class/infiniband/*' >/dev/null; then
+    scripts/grade-run.sh "$list" | tee "$out"
+  else
+    echo "grade: this host has no RDMA device; grading in the Soft-RoCE lab (scripts/lab.sh)"
+    # The list lives in the checkout's build/ folder: the guest sees the checkout, not this host's /tmp.
+    mkdir -p build/exercises
+    cp "$list" build/exercises/graded.list
+    scripts/lab.sh run -- scripts/grade-run.sh build/exercises/graded.list | tee "$out"
+  fi
+  passed=$(grep -c '^PASS ' "$out")
+  failed=$((failed + ${#runnable[@]} - passed))
+  rm -f "$list" "$out"
+fi
+
+echo "grade: $passed of $((passed + failed)) exercises pass"
+((failed == 0))

@@ -1,0 +1,46 @@
+# lesson_run.sh - find a lesson by number and read how to run it.
+# Sourced by scripts/tour.sh and scripts/capture_lesson.sh, so that adding a
+# lesson is one new folder: lessons/NN_topic/ with lessonN.cpp and run.conf.
+#
+# run.conf holds one key=value a line (# starts a comment):
+#   title=SEND/RECV: the sum        the lesson in a few words (the tour's banner)
+#   server=-m "some text"           the server's arguments
+#   ready=server: waiting for a     the server's line that says clients may come
+#   client={server} 2 3             the client's arguments; {server} stands for
+#                                   the server's address
+#   args=...                        a lesson with no client runs alone, with these
+# A value is split into words as the shell would: quotes group words, and
+# nothing is expanded or run. The scripts add -p PORT and --timeout.
+# shellcheck shell=bash
+
+# lesson_dir N: the folder of lesson N (lessons/NN_topic); fails, printing
+# nothing, when N is not a lesson's number.
+lesson_dir() {
+  local n=$1 srcs
+  [[ $n =~ ^[1-9][0-9]*$ ]] || return 1
+  srcs=(lessons/*/"lesson$n.cpp")
+  [[ -e ${srcs[0]} ]] || return 1
+  dirname "${srcs[0]}"
+}
+
+# lesson_numbers: every lesson's number, in order, one a line.
+lesson_numbers() {
+  local src
+  for src in lessons/*/lesson*.cpp; do
+    src=${src##*/lesson}
+    echo "${src%.cpp}"
+  done | sort -n
+}
+
+# run_text DIR KEY: KEY's value in DIR/run.conf, as written.
+run_text() {
+  sed -n "s/^$2=//p" "$1/run.conf"
+}
+
+# run_words DIR KEY [SERVER]: KEY's value split into words, one a line, with
+# {server} replaced by SERVER. Prints nothing for a missing or empty key.
+run_words() {
+  local word
+  run_text "$1" "$2" | xargs -r printf '%s\n' |
+    while IFS= read -r word; do printf '%s\n' "${word//\{server\}/${3:-}}"; done
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bats
+# tests/grade.bats - `make grade` proves every grader right, both ways: the
+# untouched starters FAIL with what was expected, what happened and a hint;
+# the reference solutions PASS. Runs on the host; scripts/grade.sh builds the
+# exercises here and grades them on real rxe (one lab guest per run when this
+# host has no RDMA device).
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  bats_load_library bats-file
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+}
+
+# Every exercise's number, from the folders beside the lessons: "1.1 1.2 ...".
+exercises() {
+  local d
+  for d in lessons/[0-9][0-9]_*/exercises/[0-9]*.[0-9]*/; do basename "$d"; done | sort -t. -k1,1n -k2,2n
+}
+
+# Assert that $output has, for each exercise, exactly one "$1 N.M ..." line.
+assert_one_line_per_exercise() {
+  local n
+  for n in $(exercises); do
+    [[ $(grep -c "^$1 ${n//./\\.} " <<<"$output") == 1 ]] || fail "no single '$1 $n' line in:"$'\n'"$output"
+  done
+}
+
+@test "every lesson has at least two graded exercises, each with a task, a starter, a grader and a solution" {
+  local lesson n dir count
+  for lesson in lessons/[0-9][0-9]_*/; do
+    count=0
+    for dir in "$lesson"exercises/[0-9]*.[0-9]*/; do
+      [[ -d $dir ]] || continue
+      n=$(basename "$dir")
+      count=$((count + 1))
+      assert_file_exists "$dir/README.md"
+      assert_file_exists "$dir/ex${n/./_}.cpp"
+      assert_file_exists "$dir/grade.bash"
+      assert_file_exists "${lesson}exercises/solutions/ex${n/./_}.cpp"
+      grep -q "TODO($n)" "$dir/ex${n/./_}.cpp" || fail "$dir/ex${n/./_}.cpp has no TODO($n)"
+      head -n1 "$dir/README.md" | grep -qE "^# $n .+ \((extend|break and diagnose|measure)\)$" ||
+        fail "$dir/README.md's first line is not '# $n Title (kind)'"
+      head -n1 "${lesson}exercises/solutions/ex${n/./_}.cpp" | grep -q SPOILER ||
+        fail "the solution of $n does not say it is a spoiler"
+    done
+    ((count >= 2)) || fail "$lesson has $count graded exercises; every lesson needs at least two"
+  done
+}
+
+@test "make grade on the untouched starters: every exercise FAILs, saying what was expected, what happened and a hint" {
+  run make --no-print-directory grade
+  assert_failure
+  local m
+  m=$(exercises | wc -l)
+  assert_one_line_per_exercise FAIL
+  refute_output --regexp '^PASS '
+  assert_equal "$(grep -c '^  expected: ' <<<"$output")" "$m"
+  assert_equal "$(grep -c '^  what happened: ' <<<"$output")" "$m"
+  assert_equal "$(grep -c '^  hint: ' <<<"$output")" "$m"
+  assert_line "grade: 0 of $m exercises pass"
+}
+
+@test "make grade SOLUTIONS=1: every reference solution PASSes, and make exits 0" {
+  run make --no-print-directory grade SOLUTIONS=1
+  assert_success
+  local m
+  m=$(exercises | wc -l)
+  assert_one_line_per_exercise PASS
+  refute_output --regexp '^FAIL '
+  assert_equal "${lines[-1]}" "grade: $m of $m exercises pass"
+}
+
+@test "make grade EX=1.2 grades that exercise alone" {
+  run make --no-print-directory grade EX=1.2 SOLUTIONS=1
+  assert_success
+  assert_line --regexp '^PASS 1\.2 '
+  assert_equal "$(grep -cE '^(PASS|FAIL) ' <<<"$output")" 1
+  assert_equal "${lines[-1]}" "grade: 1 of 1 exercises pass"
+}
+
+@test "an unknown exercise is refused with the list of real ones, before anything is built or booted" {
+  run scripts/grade.sh 9.99
+  assert_equal "$status" 2
+  assert_output --partial "grade: there is no exercise 9.99; there are: 1.1 1.2 "
+  refute_output --partial "Soft-RoCE lab"
+  run scripts/grade.sh four
+  assert_equal "$status" 2
+  assert_output "grade: EX must look like 4.2, not 'four'"
+}
+
+@test "a starter that no longer compiles is a FAIL with the compiler's first error, and nothing boots" {
+  # A copy of the tree, so that the real starter stays untouched.
+  local copy="$BATS_TEST_TMPDIR/tree"
+  mkdir -p "$copy"
+  git ls-files -z | xargs -0 cp --parents -t "$copy"
+  echo 'this is not C++;' >>"$copy/lessons/01_device_query/exercises/1.1/ex1_1.cpp"
+  cd "$copy" || return 1
+  run scripts/grade.sh 1.1
+  assert_failure 1
+  assert_line "FAIL 1.1 Name every capability flag (extend)"
+  assert_line "  expected: lessons/01_device_query/exercises/1.1/ex1_1.cpp to compile"
+  assert_line --regexp "^  what happened: the compiler's first error: .*ex1_1\.cpp:[0-9]+:[0-9]+: error: "
+  refute_output --partial "Soft-RoCE lab"
+  assert_equal "${lines[-1]}" "grade: 0 of 1 exercises pass"
+}
+
+@test "make grade EX and SOLUTIONS are text, never shell or make syntax" {
+  run make grade EX="x; touch $BATS_TEST_TMPDIR/pwn"
+  assert_failure
+  assert_output --partial "is not one plain word"
+  assert_file_not_exists "$BATS_TEST_TMPDIR/pwn"
+  run make -n grade SOLUTIONS="\$(shell touch $BATS_TEST_TMPDIR/pwn2)"
+  assert_failure
+  assert_output --partial "is not one plain word"
+  assert_file_not_exists "$BATS_TEST_TMPDIR/pwn2"
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bats
+# tests/makefile.bats - what the Makefile does with the variables a target
+# takes (make capture LESSON=N) and how it builds. Runs on the host: nothing
+# here boots a guest or needs an RDMA device.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  bats_load_library bats-file
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+}
+
+# --- LESSON is text, never shell or make syntax ----------------------------
+
+@test "make capture LESSON='x; touch FILE' runs no shell command and reports the misuse" {
+  run make capture LESSON="x; touch $BATS_TEST_TMPDIR/pwn"
+  assert_failure
+  assert_output --partial "LESSON='x; touch $BATS_TEST_TMPDIR/pwn' is not one plain word"
+  assert_file_not_exists "$BATS_TEST_TMPDIR/pwn"
+}
+
+@test "make -n capture LESSON='\$(shell touch FILE)' runs no make function, even in a dry run, and reports the misuse" {
+  run make -n capture LESSON="\$(shell touch $BATS_TEST_TMPDIR/pwn2)"
+  assert_failure
+  assert_output --partial "LESSON='\$(shell touch $BATS_TEST_TMPDIR/pwn2)' is not one plain word"
+  assert_file_not_exists "$BATS_TEST_TMPDIR/pwn2"
+}
+
+@test "LESSON from the environment is held to the same rule" {
+  LESSON="\$(shell touch $BATS_TEST_TMPDIR/pwn3)" run make -n capture
+  assert_failure
+  assert_output --partial "is not one plain word"
+  assert_file_not_exists "$BATS_TEST_TMPDIR/pwn3"
+}
+
+@test "make capture passes LESSON to the script as a quoted value, never pasted into the shell line" {
+  run make -n capture LESSON=4
+  assert_success
+  # shellcheck disable=SC2016 # the recipe's text, $LESSON unexpanded
+  assert_line 'scripts/capture_lesson.sh "$LESSON"'
+  refute_output --partial "capture_lesson.sh 4"
+}
+
+# --- parallel by default ----------------------------------------------------
+
+# MAKEFLAGS as a recipe of a top-level make sees it (a target added with
+# --eval). Under `make check` this test runs inside a make: forget it.
+recipe_makeflags() {
+  # shellcheck disable=SC2016 # $$MAKEFLAGS is for make, not for this shell
+  env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS make -s --no-print-directory --eval 'show-makeflags: ; @echo "$$MAKEFLAGS"' "$@" show-makeflags
+}
+
+@test "make builds with one job per core by default" {
+  run recipe_makeflags
+  assert_success
+  assert_output --regexp "(^| )-j$(nproc)( |$)"
+}
+
+@test "make -j1 on the command line wins over the default" {
+  run recipe_makeflags -j1
+  assert_success
+  assert_output --regexp "(^| )-j1( |$)"
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bats
+# runs-on: rxe
+#
+# retry_cnt, and a peer that dies after RTS. Lessons 4-8's clients send to a QP that no
+# longer exists and must say so with IBV_WC_RETRY_EXC_ERR (12) within about a
+# second: retry_cnt 6 gives 7 tries of 67 ms (common/connect.cpp), where 7
+# would retry for ever on rxe. tests/helpers/kill_relay.py sits on the TCP
+# exchange, kills the server the moment it says "go" (RTR! or GO!!), and only
+# then passes the word on, so the client's first RDMA request always meets a
+# dead QP. Runs for real on rxe (in the lab when the host has no RDMA).
+
+bats_require_minimum_version 1.5.0
+
+setup() { load helpers/lesson; lesson_setup; }
+teardown() {
+  [[ -z "${RELAY_PID:-}" ]] || kill "$RELAY_PID" 2>/dev/null || true
+  lesson_teardown
+}
+
+# retry_exceeded_err: the port counter of requests that ran out of retries.
+retries_exceeded() {
+  cat "/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/retry_exceeded_err"
+}
+
+# die_after_go LESSON TOKEN SERVER_LINE CLIENT_ARGS...: start LESSON's server,
+# put the relay in front of it, run the client through the relay, and check
+# that the client reported status 12 between 0.3 s and 2 s after the token.
+die_after_go() {
+  local lesson=$1 token=$2 line=$3
+  shift 3
+  local relay=$((PORT + 1)) stamp="$BATS_TEST_TMPDIR/token.at" before after took
+  start_server "./$lesson" -p "$PORT" --timeout 20
+  wait_for_server_line "$line" 10
+  /usr/bin/python3 -I -S "$REPO_ROOT/tests/helpers/kill_relay.py" "$relay" "$PORT" "$SERVER_PID" "$token" "$stamp" \
+    >"$BATS_TEST_TMPDIR/relay.out" 2>&1 3>&- &
+  RELAY_PID=$!
+  for _ in {1..100}; do grep -q "relay listening" "$BATS_TEST_TMPDIR/relay.out" && break; sleep 0.1; done
+  before=$(retries_exceeded)
+  run --separate-stderr "./$lesson" -p "$relay" --timeout 20 "$@"
+  local ended
+  ended=$(date +%s.%N)
+  after=$(retries_exceeded)
+  wait "$RELAY_PID"
+  RELAY_PID=
+  assert_file_exists "$stamp"
+  took=$(awk -v a="$(cat "$stamp")" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
+  echo "client exited $took s after the server's $token" >&3
+  assert_failure 1
+  [[ "$stderr" == *"completed with status transport retry counter exceeded (12,"* ]] ||
+    fail "no IBV_WC_RETRY_EXC_ERR (12) in the client's stderr:"$'\n'"$stderr"
+  [[ "$stderr" == *exited* ]] || fail "the client's message does not name the likely cause (the peer exited): $stderr"
+  refute_output --partial "result: "
+  awk -v t="$took" 'BEGIN { exit !(t > 0.3 && t < 2.0) }' ||
+    fail "status 12 came $took s after the server died; 7 tries x 67 ms is 0.47 s"
+  assert_equal "$((after - before))" 1
+  wait_server 5
+  assert_equal "$SERVER_STATUS" 137 # SIGKILL, from the relay
+}
+
+@test "lesson 4: a client whose server dies after RTR! gets IBV_WC_RETRY_EXC_ERR within a second" {
+  die_after_go lesson4 'RTR!' "waiting for a client" 127.0.0.1 2 3
+}
+
+@test "lesson 5: a WRITE with immediate to a server that died after RTR! ends in IBV_WC_RETRY_EXC_ERR within a second" {
+  die_after_go lesson5 'RTR!' "waiting for a client" 127.0.0.1
+}
+
+@test "lesson 6: a READ from a server that died after RTR! ends in IBV_WC_RETRY_EXC_ERR within a second" {
+  die_after_go lesson6 'RTR!' "waiting for a client" 127.0.0.1
+}
+
+@test "lesson 7: an atomic on a server that died after GO!! ends in IBV_WC_RETRY_EXC_ERR within a second" {
+  die_after_go lesson7 'GO!!' "waiting for client 1 of 1" 127.0.0.1
+}
+
+@test "lesson 8: an event-driven client whose server died after RTR! gets IBV_WC_RETRY_EXC_ERR within a second" {
+  die_after_go lesson8 'RTR!' "waiting for a client" 127.0.0.1 2 3
+}
+
+@test "lesson 3 shows that rxe accepts a retry_cnt of 8, past the spec's 3 bits, and reads it back" {
+  run --separate-stderr ./lesson3
+  assert_success
+  assert_line "  retry_cnt 8 on a spare QP C, one past the spec's 3 bits (0..7)"
+  assert_line "    -> accepted, and ibv_query_qp reads back retry_cnt 8: this device does not check the range"
+  # The QPs that carry the SEND use 6: 7 tries, then IBV_WC_RETRY_EXC_ERR.
+  assert_line --regexp "^    sq_psn 0x[0-9a-f]{6}, timeout 14, retry_cnt 6, rnr_retry 7, max_rd_atomic 1$"
+}
