@@ -104,6 +104,13 @@ void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic) {
                                IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY));
 }
 
+ibv_qp_state query_state(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init));
+    return attr.qp_state;
+}
+
 const char* wc_opcode_str(ibv_wc_opcode op) {
     switch (op) {
     case IBV_WC_SEND: return "IBV_WC_SEND";

@@ -44,6 +44,10 @@ void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic = 1);
 // 6) x 67 ms (timeout 14) = 0.47 s, measured 0.48 s on rxe; rounded up.
 inline constexpr std::chrono::milliseconds kRetriesGiveUp{1000};
 
+// The QP's current state, as ibv_query_qp reports it (exercise 3.1 watches
+// it change).
+ibv_qp_state query_state(ibv_qp* qp);
+
 // Busy-poll `cq` for one completion, at most timeout_s seconds (lesson 3
 // writes this loop out). Exits 1 when nothing arrives in time or the
 // completion failed (with ibv_wc_status_str and what to check).
