@@ -3,7 +3,7 @@
 HINT="loop on both sides; the server re-posts its receive after decoding request i and before it SENDs answer i; the client posts the receive for answer i before it SENDs request i"
 
 grade() {
-  local n=5 a=$((RANDOM * 1000 + 1)) b=$((-RANDOM - 1)) i want got
+  local n=20 a=$((RANDOM * 1000 + 1)) b=$((-RANDOM - 1)) i want
   local sends recvs rnr
   sends=$(ex_counter rdma_sends) recvs=$(ex_counter rdma_recvs) rnr=$(ex_counter send_rnr_err)
   ex_server "$1" -p "$EX_PORT" --timeout 10 -n "$n"
@@ -14,11 +14,18 @@ grade() {
   ex_run "$1" -p "$EX_PORT" --timeout 10 -n "$n" 127.0.0.1 -- "$a" "$b"
   ex_wait_server
   # Every answer, in order: request i asks for (a+i) + b.
-  want="" got=$(grep '^result: ' "$EX_OUT")
-  for ((i = 0; i < n; i++)); do want+="result: $((a + i)) + $b = $((a + i + b))"$'\n'; done
-  [[ $got == "${want%$'\n'}" ]] || {
-    ex_fail "$n result lines from the client: $(echo -n "${want%$'\n'}" | tr '\n' ';')" \
-      "$(grep -c '^result: ' "$EX_OUT") result lines: $(echo -n "$got" | tr '\n' ';') (client exit $EX_STATUS)"
+  local -a got
+  mapfile -t got < <(grep '^result: ' "$EX_OUT" | cut -c1-200)
+  for ((i = 0; i < n; i++)); do
+    want="result: $((a + i)) + $b = $((a + i + b))"
+    [[ ${got[i]:-} == "$want" ]] || {
+      ex_fail "$n result lines from the client, (A+i) + B for i = 0..$((n - 1)); line $((i + 1)): $want" \
+        "${#got[@]} result lines; line $((i + 1)): ${got[i]:-none} (client exit $EX_STATUS: $(ex_tail "$EX_OUT" 1 | cut -c1-200))"
+      return
+    }
+  done
+  ((${#got[@]} == n)) || {
+    ex_fail "exactly $n result lines" "${#got[@]}"
     return
   }
   ((EX_STATUS == 0 && EX_SERVER_STATUS == 0)) || {

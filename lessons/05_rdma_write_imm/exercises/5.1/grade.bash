@@ -22,7 +22,7 @@ grade() {
   }
   line="result: received ${#msg} bytes: \"$msg\""
   grep -qxF -- "$line" "$EX_SERVER_OUT" || {
-    ex_fail "the server prints: $line" "$(ex_line "$EX_SERVER_OUT" '^result:' || echo 'no "result:" line')"
+    ex_fail "the server prints: $line" "$(ex_line "$EX_SERVER_OUT" '^result:' | cut -c1-300 | grep . || echo 'no "result:" line')"
     return
   }
   ((EX_STATUS == 0 && EX_SERVER_STATUS == 0)) || {
@@ -47,6 +47,6 @@ grade() {
   ex_wait_server
   if ((EX_SERVER_STATUS != 1)) || ! ex_line "$EX_SERVER_OUT" '^result: error: .*5000' >/dev/null; then
     ex_fail "with the client's -L 5000 and the server's -s 64: the server refuses, 'result: error: ...5000...', exit 1" \
-      "server exit $EX_SERVER_STATUS: $(ex_tail "$EX_SERVER_OUT")"
+      "server exit $EX_SERVER_STATUS: $(ex_tail "$EX_SERVER_OUT" | cut -c1-300)"
   fi
 }

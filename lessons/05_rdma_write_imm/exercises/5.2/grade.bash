@@ -16,7 +16,7 @@ run_pair() {
 # The line of FILE that starts with PREFIX must be exactly WANT; says which run ($run) otherwise.
 expect_line() {
   local file=$1 prefix=$2 want=$3 got
-  got=$(grep -m1 -F -- "$prefix" "$file")
+  got=$(grep -m1 -F -- "$prefix" "$file" | cut -c1-300)
   [[ $got == "$want" ]] && return 0
   [[ -n $got ]] || got="no '$prefix' line"
   ex_fail "$run: $want" "$got; client exit $EX_STATUS: $(ex_tail "$EX_OUT"); server exit $EX_SERVER_STATUS: $(ex_tail "$EX_SERVER_OUT")"
