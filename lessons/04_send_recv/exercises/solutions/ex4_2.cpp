@@ -3,7 +3,7 @@
 //
 // Lesson 4 posts every receive before the exchange, so a SEND always finds
 // one. Here the server posts its receive LATE: after RTS, after telling the
-// client "RTR!", after sleeping kLateMs. The client's SEND reaches a QP with
+// client "RTR!", after sleeping kLate. The client's SEND reaches a QP with
 // no receive: the server's NIC answers with an RNR NAK (receiver not ready)
 // and the client's NIC retries after min_rnr_timer, at most rnr_retry times
 // (7 means for ever). With -r 0 the client's SEND completes at once with
@@ -19,8 +19,6 @@
 // Verbs: ibv_modify_qp (RTR -> RTS with rnr_retry), ibv_query_qp, ibv_post_recv,
 // ibv_post_send (IBV_WR_SEND), ibv_poll_cq (wc.status by hand).
 #include <infiniband/verbs.h>
-
-#include <unistd.h>
 
 #include <chrono>
 #include <cinttypes>
