@@ -2,7 +2,7 @@
 # (ibv_destroy_cq returns only once every CQ event taken has been
 # acknowledged, exactly once) and say how many events they took and acked.
 # shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade-lib.bash)
-HINT="attach gdb to the stuck process (gdb -p PID -batch -ex 'thread apply all bt') and read the frames under main; then man ibv_get_cq_event, NOTES"
+HINT="run the client under gdb, interrupt it once it hangs and read the backtrace (the README shows how, in the lab): which verb under main waits, and for what? man ibv_get_cq_event, NOTES"
 
 readonly kExitSeconds=5 # a side that is not gone this long after its work is done hangs
 

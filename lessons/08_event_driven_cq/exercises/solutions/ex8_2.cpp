@@ -3,7 +3,7 @@
 // exactly once.
 //
 // Lesson 8 with one thing left out: each side prints its result and then
-// never exits. Find where it hangs (attach gdb, read the backtrace), say why,
+// never exits. Find where it hangs (gdb, the backtrace), say why,
 // and fix it, so that both sides exit 0 and print
 //     events: E, acknowledged: A, completions: C, empty events: X
 // with A == E. The task is in README.md beside this file; `make grade EX=8.2`
