@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
         answer = wb::answer_sum_request(peer_data, peer_data_len);
         if (answer.error.empty()) std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
     }
-    const wb::SumRequest request = wb::make_sum_request(a, b);
+    [[maybe_unused]] const wb::SumRequest request = wb::make_sum_request(a, b);  // the client's, for its ConnectRequest
 
     // 4. The exchange (lesson 9's step 6), now with private data.
     rdma_conn_param param = {
@@ -165,7 +165,6 @@ int main(int argc, char** argv) {
         CHECK_ERRNO(rdma_ack_cm_event(next_cm_event(ec.get(), RDMA_CM_EVENT_ESTABLISHED, opt.timeout_s)));
     } else {
         // TODO(9.1): the request as the ConnectRequest's private data.
-        [[maybe_unused]] const wb::SumRequest& sent = request;
         CHECK_ERRNO(rdma_connect(id.get(), &param));
         rdma_cm_event* ev = next_cm_event(ec.get(), RDMA_CM_EVENT_ESTABLISHED, opt.timeout_s);
         // TODO(9.1): copy the ConnectReply's private data out of the event into

@@ -45,7 +45,7 @@ grade() {
   if ! grep -qF "waiting for client 2 of 2" "$EX_SERVER_OUT"; then
     ex_wait_server
     ex_fail "the server (-c 2), after client 1, to print 'server: waiting for client 2 of 2'" \
-      "$( ((EX_SERVER_STATUS == 124)) || echo "it exited with status $EX_SERVER_STATUS: ")$(ex_tail "$EX_SERVER_OUT")"
+      "$( ((EX_SERVER_STATUS == 124)) || echo "it exited with status $EX_SERVER_STATUS after its first client: ")$(ex_tail "$EX_SERVER_OUT")"
     return
   fi
   local ids qps

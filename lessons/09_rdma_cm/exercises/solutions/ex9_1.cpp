@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
         answer = wb::answer_sum_request(peer_data, peer_data_len < request_len ? peer_data_len : request_len);
         if (answer.error.empty()) std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
     }
-    const wb::SumRequest request = wb::make_sum_request(a, b);
+    const wb::SumRequest request = wb::make_sum_request(a, b);  // the client's, for its ConnectRequest
 
     // 4. The exchange (lesson 9's step 6), now with private data.
     rdma_conn_param param = {
