@@ -69,6 +69,13 @@ void check_wc(const ibv_wc& wc, const char* what, const char* likely_cause = nul
 // "IBV_WC_RECV", "IBV_WC_RDMA_WRITE" ...: rdma-core has no string function for opcodes.
 const char* wc_opcode_str(ibv_wc_opcode op);
 
+// "IBV_WC_RNR_RETRY_EXC_ERR": the enum's own name, which a learner can grep
+// for (ibv_wc_status_str gives the prose, "RNR retry counter exceeded").
+const char* wc_status_name(ibv_wc_status status);
+
+// "IBV_QPS_ERR": the name of a QP state; rdma-core has no string function for it.
+const char* qp_state_name(ibv_qp_state state);
+
 // rdma_cm (lesson 9), where the connection manager does the exchange and the
 // transitions above.
 

@@ -214,6 +214,18 @@ args="
   assert_line "gid_format: 24 checks, 0 failed"
 }
 
+# ---- enum names (common/connect.hpp)
+
+@test "completion statuses and QP states are named as in verbs.h, each at its number" {
+  run build/tests/enum_names
+  assert_success
+  assert_line "ok - wc_status_name(12) is IBV_WC_RETRY_EXC_ERR (got IBV_WC_RETRY_EXC_ERR)"
+  assert_line "ok - wc_status_name(13) is IBV_WC_RNR_RETRY_EXC_ERR (got IBV_WC_RNR_RETRY_EXC_ERR)"
+  assert_line "ok - qp_state_name(IBV_QPS_ERR)"
+  refute_line --partial "not ok"
+  assert_line "enum_names: 16 checks, 0 failed"
+}
+
 # ---- the exchange's wire form (common/exchange.hpp)
 
 @test "a PeerInfo survives encode and decode, big-endian with all 64 address bits" {

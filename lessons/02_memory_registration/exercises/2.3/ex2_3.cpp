@@ -42,21 +42,6 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kText = 64;                     // bytes: the most of -m's text the page and the READs carry
 constexpr auto kWait = std::chrono::seconds(3);  // a loopback READ takes microseconds
 
-// "IBV_WC_RNR_RETRY_EXC_ERR": the enum's own name (ibv_wc_status_str gives
-// only the text, "RNR retry counter exceeded").
-const char* wc_status_name(ibv_wc_status s) {
-    static const char* const names[] = {
-        "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
-        "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
-        "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR", "IBV_WC_REM_OP_ERR",
-        "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR",
-        "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR",
-        "IBV_WC_FATAL_ERR", "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR", "IBV_WC_TM_ERR",
-        "IBV_WC_TM_RNDV_INCOMPLETE",
-    };  // in the order of enum ibv_wc_status, which starts at 0
-    return static_cast<size_t>(s) < std::size(names) ? names[s] : "IBV_WC_(unknown)";
-}
-
 // Poll `cq` for one completion, at most until `deadline`; false if none came.
 bool poll_until(ibv_cq* cq, Clock::time_point deadline, ibv_wc& wc) {
     for (;;) {
@@ -88,7 +73,7 @@ void read_page(ibv_qp* qa, ibv_cq* cq, const ibv_mr* dst_mr, const char* page, u
     CHECK_RC(ibv_post_send(qa, &wr, &bad));
     ibv_wc wc{};
     if (!poll_until(cq, Clock::now() + kWait, wc)) wb::fail(std::string("no completion for the READ with ") + which);
-    std::printf("READ with the %s rkey 0x%08x: %s (%d, %s)", which, rkey, wc_status_name(wc.status), wc.status,
+    std::printf("READ with the %s rkey 0x%08x: %s (%d, %s)", which, rkey, wb::wc_status_name(wc.status), wc.status,
                 ibv_wc_status_str(wc.status));
     if (wc.status == IBV_WC_SUCCESS) std::printf(", read back \"%s\"", wb::printable(dst, strnlen(dst, kText)).c_str());
     std::printf("\n");

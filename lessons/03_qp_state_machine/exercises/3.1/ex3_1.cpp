@@ -43,21 +43,6 @@ const char kMessage[] = "Hello from QP A";
 constexpr size_t kSlot = 64;          // bytes: the SEND goes out of buf[0..63], the receive is buf[64..127]
 constexpr auto kWait = std::chrono::seconds(3);  // a loopback SEND takes microseconds; an RNR NAK too
 
-// "IBV_WC_RNR_RETRY_EXC_ERR": the enum's own name (ibv_wc_status_str gives
-// only the text, "RNR retry counter exceeded").
-const char* wc_status_name(ibv_wc_status s) {
-    static const char* const names[] = {
-        "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
-        "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
-        "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR", "IBV_WC_REM_OP_ERR",
-        "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR",
-        "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR",
-        "IBV_WC_FATAL_ERR", "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR", "IBV_WC_TM_ERR",
-        "IBV_WC_TM_RNDV_INCOMPLETE",
-    };  // in the order of enum ibv_wc_status, which starts at 0
-    return static_cast<size_t>(s) < std::size(names) ? names[s] : "IBV_WC_(unknown)";
-}
-
 // rdma-core has no string function for QP states.
 const char* qp_state_str(ibv_qp_state s) {
     switch (s) {
@@ -169,7 +154,7 @@ int main(int argc, char** argv) {
             wb::fail("A's SEND did not complete within 3 s", "is the port ACTIVE (lesson 1)?");
         const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
         std::printf("%s: %s (%d, %s) after %ld ms\n", wc.wr_id == 1 ? "A's SEND" : "B's RECV",
-                    wc_status_name(wc.status), wc.status, ibv_wc_status_str(wc.status), ms);
+                    wb::wc_status_name(wc.status), wc.status, ibv_wc_status_str(wc.status), ms);
         if (wc.wr_id == 1) break;
     }
     const ibv_wc_status sent = wc.status;
@@ -178,10 +163,10 @@ int main(int argc, char** argv) {
     // TODO(3.1): post B's receive here, after A's SEND completed, and print
     // "ibv_post_recv on B, after A's SEND completed".
     if (poll_until(cq.get(), Clock::now() + std::chrono::milliseconds(200), wc))
-        std::printf("B's RECV: %s (%d)\n", wc_status_name(wc.status), wc.status);
+        std::printf("B's RECV: %s (%d)\n", wb::wc_status_name(wc.status), wc.status);
     else
         std::printf("B's receive: no completion within 200 ms\n");
 
-    std::printf("result: A's SEND completed with %s (%d), rnr_retry %u\n", wc_status_name(sent), sent, rts.rnr_retry);
+    std::printf("result: A's SEND completed with %s (%d), rnr_retry %u\n", wb::wc_status_name(sent), sent, rts.rnr_retry);
     return 0;  // ~qb, ~qa: ibv_destroy_qp; ~cq; ~mr; ~buf; ~pd; ~ctx: the order of lesson 3's step 11
 }

@@ -45,21 +45,6 @@ constexpr auto kWait = std::chrono::seconds(3);  // 7 tries of 67 ms take 0.47 s
 constexpr uint8_t kTimeout = 14;               // ACK timeout code: 4.096 us * 2^14 = 67.1 ms per try
 constexpr uint32_t kPsnGap = 5;                // B expects A's first PSN minus this: "5 packets lost"
 
-// "IBV_WC_RNR_RETRY_EXC_ERR": the enum's own name (ibv_wc_status_str gives
-// only the text, "RNR retry counter exceeded").
-const char* wc_status_name(ibv_wc_status s) {
-    static const char* const names[] = {
-        "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
-        "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
-        "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR", "IBV_WC_REM_OP_ERR",
-        "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR",
-        "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR",
-        "IBV_WC_FATAL_ERR", "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR", "IBV_WC_TM_ERR",
-        "IBV_WC_TM_RNDV_INCOMPLETE",
-    };  // in the order of enum ibv_wc_status, which starts at 0
-    return static_cast<size_t>(s) < std::size(names) ? names[s] : "IBV_WC_(unknown)";
-}
-
 // rdma-core has no string function for QP states.
 const char* qp_state_str(ibv_qp_state s) {
     switch (s) {
@@ -179,10 +164,10 @@ int main(int argc, char** argv) {
             wb::fail("A's SEND did not complete within 3 s", "on rxe, retry_cnt 7 resends for ever (lesson 3)");
         const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
         std::printf("%s: %s (%d, %s) after %ld ms\n", wc.wr_id == 1 ? "A's SEND" : "B's RECV",
-                    wc_status_name(wc.status), wc.status, ibv_wc_status_str(wc.status), ms);
+                    wb::wc_status_name(wc.status), wc.status, ibv_wc_status_str(wc.status), ms);
         if (wc.wr_id == 1) break;
     }
     std::printf("result: B expected PSN 0x%06x, A sent 0x%06x: A's SEND completed with %s (%d), QP A is now %s\n",
-                b_expects, psn_a, wc_status_name(wc.status), wc.status, qp_state_str(wb::query_state(qa.get())));
+                b_expects, psn_a, wb::wc_status_name(wc.status), wc.status, qp_state_str(wb::query_state(qa.get())));
     return 0;  // ~qb, ~qa: ibv_destroy_qp; ~cq; ~mr; ~buf; ~pd; ~ctx: the order of lesson 3's step 11
 }

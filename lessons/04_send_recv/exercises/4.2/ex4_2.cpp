@@ -53,41 +53,6 @@ constexpr std::chrono::milliseconds kLate{200};
 constexpr uint64_t kRecvId = 1;
 constexpr uint64_t kSendId = 2;
 
-// "IBV_WC_RNR_RETRY_EXC_ERR": the enum's own name (rdma-core only has
-// ibv_wc_status_str, the prose). One case per status of enum ibv_wc_status.
-[[maybe_unused]] const char* wc_status_name(ibv_wc_status s) {
-#define WB_NAME(status) \
-    case status: return #status
-    switch (s) {
-        WB_NAME(IBV_WC_SUCCESS);
-        WB_NAME(IBV_WC_LOC_LEN_ERR);
-        WB_NAME(IBV_WC_LOC_QP_OP_ERR);
-        WB_NAME(IBV_WC_LOC_EEC_OP_ERR);
-        WB_NAME(IBV_WC_LOC_PROT_ERR);
-        WB_NAME(IBV_WC_WR_FLUSH_ERR);
-        WB_NAME(IBV_WC_MW_BIND_ERR);
-        WB_NAME(IBV_WC_BAD_RESP_ERR);
-        WB_NAME(IBV_WC_LOC_ACCESS_ERR);
-        WB_NAME(IBV_WC_REM_INV_REQ_ERR);
-        WB_NAME(IBV_WC_REM_ACCESS_ERR);
-        WB_NAME(IBV_WC_REM_OP_ERR);
-        WB_NAME(IBV_WC_RETRY_EXC_ERR);
-        WB_NAME(IBV_WC_RNR_RETRY_EXC_ERR);
-        WB_NAME(IBV_WC_LOC_RDD_VIOL_ERR);
-        WB_NAME(IBV_WC_REM_INV_RD_REQ_ERR);
-        WB_NAME(IBV_WC_REM_ABORT_ERR);
-        WB_NAME(IBV_WC_INV_EECN_ERR);
-        WB_NAME(IBV_WC_INV_EEC_STATE_ERR);
-        WB_NAME(IBV_WC_FATAL_ERR);
-        WB_NAME(IBV_WC_RESP_TIMEOUT_ERR);
-        WB_NAME(IBV_WC_GENERAL_ERR);
-        WB_NAME(IBV_WC_TM_ERR);
-        WB_NAME(IBV_WC_TM_RNDV_INCOMPLETE);
-    }
-#undef WB_NAME
-    return "IBV_WC_(unknown)";
-}
-
 void post_receive(ibv_qp* qp, const ibv_mr* mr, uint32_t length) {
     ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(mr->addr), .length = length, .lkey = mr->lkey};
     ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};

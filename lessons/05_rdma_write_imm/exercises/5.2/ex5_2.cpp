@@ -49,56 +49,6 @@ constexpr int64_t kMaxBufferBytes = 1 << 20;  // 1 MiB: -s may not ask for more
 const char* const kDefaultMessage = "Hello from the client, by RDMA WRITE with immediate";
 
 
-// "IBV_WC_REM_ACCESS_ERR": the enum's own name (rdma-core only has
-// ibv_wc_status_str, the prose). One case per status of enum ibv_wc_status.
-[[maybe_unused]] const char* wc_status_name(ibv_wc_status s) {
-#define WB_NAME(status) \
-    case status: return #status
-    switch (s) {
-        WB_NAME(IBV_WC_SUCCESS);
-        WB_NAME(IBV_WC_LOC_LEN_ERR);
-        WB_NAME(IBV_WC_LOC_QP_OP_ERR);
-        WB_NAME(IBV_WC_LOC_EEC_OP_ERR);
-        WB_NAME(IBV_WC_LOC_PROT_ERR);
-        WB_NAME(IBV_WC_WR_FLUSH_ERR);
-        WB_NAME(IBV_WC_MW_BIND_ERR);
-        WB_NAME(IBV_WC_BAD_RESP_ERR);
-        WB_NAME(IBV_WC_LOC_ACCESS_ERR);
-        WB_NAME(IBV_WC_REM_INV_REQ_ERR);
-        WB_NAME(IBV_WC_REM_ACCESS_ERR);
-        WB_NAME(IBV_WC_REM_OP_ERR);
-        WB_NAME(IBV_WC_RETRY_EXC_ERR);
-        WB_NAME(IBV_WC_RNR_RETRY_EXC_ERR);
-        WB_NAME(IBV_WC_LOC_RDD_VIOL_ERR);
-        WB_NAME(IBV_WC_REM_INV_RD_REQ_ERR);
-        WB_NAME(IBV_WC_REM_ABORT_ERR);
-        WB_NAME(IBV_WC_INV_EECN_ERR);
-        WB_NAME(IBV_WC_INV_EEC_STATE_ERR);
-        WB_NAME(IBV_WC_FATAL_ERR);
-        WB_NAME(IBV_WC_RESP_TIMEOUT_ERR);
-        WB_NAME(IBV_WC_GENERAL_ERR);
-        WB_NAME(IBV_WC_TM_ERR);
-        WB_NAME(IBV_WC_TM_RNDV_INCOMPLETE);
-    }
-#undef WB_NAME
-    return "IBV_WC_(unknown)";
-}
-
-// "IBV_QPS_ERR": the name of a QP state (rdma-core has no string function for it).
-[[maybe_unused]] const char* qp_state_name(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return "IBV_QPS_RESET";
-    case IBV_QPS_INIT: return "IBV_QPS_INIT";
-    case IBV_QPS_RTR: return "IBV_QPS_RTR";
-    case IBV_QPS_RTS: return "IBV_QPS_RTS";
-    case IBV_QPS_SQD: return "IBV_QPS_SQD";
-    case IBV_QPS_SQE: return "IBV_QPS_SQE";
-    case IBV_QPS_ERR: return "IBV_QPS_ERR";
-    case IBV_QPS_UNKNOWN: return "IBV_QPS_UNKNOWN";
-    }
-    return "IBV_QPS_(unknown)";
-}
-
 // Busy-poll `cq` for one completion, whatever its status, at most timeout_s
 // seconds (wb::poll_one would exit on a failed one before we could print it).
 [[maybe_unused]] ibv_wc poll_by_hand(ibv_cq* cq, int timeout_s, const char* waiting_for) {

@@ -46,56 +46,6 @@ constexpr int64_t kMaxBufferBytes = 1 << 20;  // 1 MiB: -s may not ask for more
 const char* const kDefaultMessage = "Hello from the client, by RDMA WRITE with immediate";
 
 
-// "IBV_WC_REM_ACCESS_ERR": the enum's own name (rdma-core only has
-// ibv_wc_status_str, the prose). One case per status of enum ibv_wc_status.
-const char* wc_status_name(ibv_wc_status s) {
-#define WB_NAME(status) \
-    case status: return #status
-    switch (s) {
-        WB_NAME(IBV_WC_SUCCESS);
-        WB_NAME(IBV_WC_LOC_LEN_ERR);
-        WB_NAME(IBV_WC_LOC_QP_OP_ERR);
-        WB_NAME(IBV_WC_LOC_EEC_OP_ERR);
-        WB_NAME(IBV_WC_LOC_PROT_ERR);
-        WB_NAME(IBV_WC_WR_FLUSH_ERR);
-        WB_NAME(IBV_WC_MW_BIND_ERR);
-        WB_NAME(IBV_WC_BAD_RESP_ERR);
-        WB_NAME(IBV_WC_LOC_ACCESS_ERR);
-        WB_NAME(IBV_WC_REM_INV_REQ_ERR);
-        WB_NAME(IBV_WC_REM_ACCESS_ERR);
-        WB_NAME(IBV_WC_REM_OP_ERR);
-        WB_NAME(IBV_WC_RETRY_EXC_ERR);
-        WB_NAME(IBV_WC_RNR_RETRY_EXC_ERR);
-        WB_NAME(IBV_WC_LOC_RDD_VIOL_ERR);
-        WB_NAME(IBV_WC_REM_INV_RD_REQ_ERR);
-        WB_NAME(IBV_WC_REM_ABORT_ERR);
-        WB_NAME(IBV_WC_INV_EECN_ERR);
-        WB_NAME(IBV_WC_INV_EEC_STATE_ERR);
-        WB_NAME(IBV_WC_FATAL_ERR);
-        WB_NAME(IBV_WC_RESP_TIMEOUT_ERR);
-        WB_NAME(IBV_WC_GENERAL_ERR);
-        WB_NAME(IBV_WC_TM_ERR);
-        WB_NAME(IBV_WC_TM_RNDV_INCOMPLETE);
-    }
-#undef WB_NAME
-    return "IBV_WC_(unknown)";
-}
-
-// "IBV_QPS_ERR": the name of a QP state (rdma-core has no string function for it).
-const char* qp_state_name(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return "IBV_QPS_RESET";
-    case IBV_QPS_INIT: return "IBV_QPS_INIT";
-    case IBV_QPS_RTR: return "IBV_QPS_RTR";
-    case IBV_QPS_RTS: return "IBV_QPS_RTS";
-    case IBV_QPS_SQD: return "IBV_QPS_SQD";
-    case IBV_QPS_SQE: return "IBV_QPS_SQE";
-    case IBV_QPS_ERR: return "IBV_QPS_ERR";
-    case IBV_QPS_UNKNOWN: return "IBV_QPS_UNKNOWN";
-    }
-    return "IBV_QPS_(unknown)";
-}
-
 // Busy-poll `cq` for one completion, whatever its status, at most timeout_s
 // seconds (wb::poll_one would exit on a failed one before we could print it).
 ibv_wc poll_by_hand(ibv_cq* cq, int timeout_s, const char* waiting_for) {
@@ -116,7 +66,7 @@ ibv_wc poll_by_hand(ibv_cq* cq, int timeout_s, const char* waiting_for) {
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
     CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init));
-    std::printf("%s: QP state %s (ibv_query_qp)\n", who, qp_state_name(attr.qp_state));
+    std::printf("%s: QP state %s (ibv_query_qp)\n", who, wb::qp_state_name(attr.qp_state));
     wb::fail(std::string(what) + " failed: " + ibv_wc_status_str(wc.status),
              "a remote access error: the WRITE named memory outside the server's MR (or a wrong rkey)");
 }
@@ -236,7 +186,7 @@ int main(int argc, char** argv) {
         //    cannot know that anything was written.
         //    Polled by hand: a failed completion is printed, then we exit.
         const ibv_wc wc = poll_by_hand(cq.get(), opt.timeout_s, "the client's WRITE with immediate (RECV)");
-        std::printf("server: RECV completed with %s (%d)\n", wc_status_name(wc.status), wc.status);
+        std::printf("server: RECV completed with %s (%d)\n", wb::wc_status_name(wc.status), wc.status);
         if (wc.status != IBV_WC_SUCCESS) fail_with_qp_state(qp.get(), "server", wc, "the client's WRITE with immediate");
         if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM))
             wb::result_error(std::string("expected IBV_WC_RECV_RDMA_WITH_IMM, got ") + wb::wc_opcode_str(wc.opcode));
@@ -323,7 +273,7 @@ int main(int argc, char** argv) {
     //    Polled by hand: its status by name and number, whatever it is.
     //    (wc.opcode is not valid in a failed completion: man ibv_poll_cq.)
     const ibv_wc wc = poll_by_hand(cq.get(), opt.timeout_s, "the RDMA WRITE with immediate");
-    std::printf("client: WRITE completed with %s (%d)\n", wc_status_name(wc.status), wc.status);
+    std::printf("client: WRITE completed with %s (%d)\n", wb::wc_status_name(wc.status), wc.status);
     if (wc.status != IBV_WC_SUCCESS) fail_with_qp_state(qp.get(), "client", wc, "the RDMA WRITE with immediate");
     std::printf("client: completion %s, status %s\n", wb::wc_opcode_str(wc.opcode), ibv_wc_status_str(wc.status));
     std::printf("result: wrote %u bytes%s\n", length, with_imm ? (" with" + imm_text).c_str() : "");

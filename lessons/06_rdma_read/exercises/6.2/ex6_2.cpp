@@ -48,31 +48,6 @@ constexpr uint8_t kReadsInFlight = 1;      // one READ at a time (lesson 6)
 // argv strings cannot contain a NUL byte, so this value means "-m not given".
 const std::string kNotGiven(1, '\0');
 
-// The enum's own names (rdma-core's ibv_wc_status_str gives only the text).
-const char* wc_status_name(ibv_wc_status s) {
-    switch (s) {
-    case IBV_WC_SUCCESS: return "IBV_WC_SUCCESS";
-    // TODO(6.2): name the statuses a failed READ may end with, at least the
-    // one you provoke: enum ibv_wc_status in <infiniband/verbs.h>.
-    default: return "IBV_WC_(unnamed)";
-    }
-}
-
-// rdma-core has no string function for QP states either (lesson 3 prints them too).
-// Unused until your TODO calls it.
-[[maybe_unused]] const char* qp_state_name(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return "IBV_QPS_RESET";
-    case IBV_QPS_INIT: return "IBV_QPS_INIT";
-    case IBV_QPS_RTR: return "IBV_QPS_RTR";
-    case IBV_QPS_RTS: return "IBV_QPS_RTS";
-    case IBV_QPS_SQD: return "IBV_QPS_SQD";
-    case IBV_QPS_SQE: return "IBV_QPS_SQE";
-    case IBV_QPS_ERR: return "IBV_QPS_ERR";
-    default: return "IBV_QPS_(unknown)";
-    }
-}
-
 // Like wb::poll_one, but a failed completion is returned, not fatal: the
 // caller wants to name its status. Nothing at all within timeout_s still is.
 ibv_wc wait_completion(ibv_cq* cq, int timeout_s, const char* waiting_for) {
@@ -232,14 +207,14 @@ int main(int argc, char** argv) {
 
     // 7. One completion on our CQ, whatever its status: name it.
     const ibv_wc wc = wait_completion(cq.get(), opt.timeout_s, "the RDMA READ");
-    std::printf("client: completion of the READ of %u bytes: %s (%d, %s)\n", length, wc_status_name(wc.status),
+    std::printf("client: completion of the READ of %u bytes: %s (%d, %s)\n", length, wb::wc_status_name(wc.status),
                 static_cast<int>(wc.status), ibv_wc_status_str(wc.status));
 
     // 8. DONE either way, so that the server can look at its QP and exit.
     wb::send_token(conn, "DONE");
     if (wc.status != IBV_WC_SUCCESS)
         wb::result_error(std::string("the READ of ") + std::to_string(length) + " bytes failed: " +
-                         wc_status_name(wc.status) + " (" + std::to_string(wc.status) + ")");
+                         wb::wc_status_name(wc.status) + " (" + std::to_string(wc.status) + ")");
     std::printf("result: read %u bytes: \"%s\"\n", length, wb::printable(buf.get(), length).c_str());
     return 0;
 }

@@ -53,41 +53,6 @@ constexpr size_t kCounterBytes = sizeof(uint64_t);
 // argv strings cannot contain a NUL byte, so this value means "option not given".
 const std::string kNotGiven(1, '\0');
 
-// The enum's own names (rdma-core's ibv_wc_status_str gives only the text; exercise 6.2).
-const char* wc_status_name(ibv_wc_status s) {
-    switch (s) {
-    case IBV_WC_SUCCESS: return "IBV_WC_SUCCESS";
-    case IBV_WC_LOC_LEN_ERR: return "IBV_WC_LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR: return "IBV_WC_LOC_QP_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR: return "IBV_WC_LOC_PROT_ERR";
-    case IBV_WC_WR_FLUSH_ERR: return "IBV_WC_WR_FLUSH_ERR";
-    case IBV_WC_LOC_ACCESS_ERR: return "IBV_WC_LOC_ACCESS_ERR";
-    case IBV_WC_REM_INV_REQ_ERR: return "IBV_WC_REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR: return "IBV_WC_REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR: return "IBV_WC_REM_OP_ERR";
-    case IBV_WC_RETRY_EXC_ERR: return "IBV_WC_RETRY_EXC_ERR";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "IBV_WC_RNR_RETRY_EXC_ERR";
-    case IBV_WC_REM_INV_RD_REQ_ERR: return "IBV_WC_REM_INV_RD_REQ_ERR";
-    case IBV_WC_FATAL_ERR: return "IBV_WC_FATAL_ERR";
-    case IBV_WC_GENERAL_ERR: return "IBV_WC_GENERAL_ERR";
-    default: return "IBV_WC_(another)";
-    }
-}
-
-// rdma-core has no string function for QP states either (lesson 3 prints them too).
-const char* qp_state_name(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return "IBV_QPS_RESET";
-    case IBV_QPS_INIT: return "IBV_QPS_INIT";
-    case IBV_QPS_RTR: return "IBV_QPS_RTR";
-    case IBV_QPS_RTS: return "IBV_QPS_RTS";
-    case IBV_QPS_SQD: return "IBV_QPS_SQD";
-    case IBV_QPS_SQE: return "IBV_QPS_SQE";
-    case IBV_QPS_ERR: return "IBV_QPS_ERR";
-    default: return "IBV_QPS_(unknown)";
-    }
-}
-
 // Like wb::poll_one, but a failed completion is returned, not fatal: the
 // caller wants to name its status. Nothing at all within timeout_s still is.
 ibv_wc wait_completion(ibv_cq* cq, int timeout_s, const char* waiting_for) {
@@ -233,7 +198,7 @@ int main(int argc, char** argv) {
         //    with a NAK has moved its QP to the error state.
         for (int i = 1; i <= clients; ++i) {
             ibv_qp* qp = qps[i - 1].get();
-            std::printf("server: client %d's QP 0x%x is now %s\n", i, qp->qp_num, qp_state_name(wb::query_state(qp)));
+            std::printf("server: client %d's QP 0x%x is now %s\n", i, qp->qp_num, wb::qp_state_name(wb::query_state(qp)));
         }
         // Nobody touches the counter now: read it with the CPU.
         const uint64_t total = *reinterpret_cast<volatile uint64_t*>(counter);
@@ -273,7 +238,7 @@ int main(int argc, char** argv) {
     ibv_wc wc{};
     for (int i = 1; i <= adds; ++i) {
         wc = post_fetch_add(qp.get(), cq.get(), result_mr.get(), counter_addr, peer.rkey, 1, opt.timeout_s);
-        std::printf("client: fetch_and_add #%d: %s (%d, %s)\n", i, wc_status_name(wc.status),
+        std::printf("client: fetch_and_add #%d: %s (%d, %s)\n", i, wb::wc_status_name(wc.status),
                     static_cast<int>(wc.status), ibv_wc_status_str(wc.status));
         if (wc.status != IBV_WC_SUCCESS) break;
         uint64_t old = 0;
@@ -284,7 +249,7 @@ int main(int argc, char** argv) {
     // 7. DONE either way, so that the server can look at its QP and exit.
     wb::send_token(conn, "DONE");
     if (wc.status != IBV_WC_SUCCESS)
-        wb::result_error(std::string("the server refused the FETCH_AND_ADD: ") + wc_status_name(wc.status) + " (" +
+        wb::result_error(std::string("the server refused the FETCH_AND_ADD: ") + wb::wc_status_name(wc.status) + " (" +
                          std::to_string(wc.status) + ")");
     std::printf("result: fetch_and_add old values: %s\n", olds.c_str());
     return 0;
