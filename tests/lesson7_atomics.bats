@@ -137,6 +137,35 @@ old_range() {
   ((waiters >= 1)) || fail "no client found the lock held: the clients did not contend"
 }
 
+@test "a client gives up when the lock stays held for its --timeout, naming the holder" {
+  [ -x build/tests/lock_holder ] || fail "build/tests/lock_holder is missing: run make units"
+  start_server ./lesson7 -c 2 -p "$PORT" --timeout 25
+  wait_for_server_line "waiting for client 1 of 2" 10
+  # A client that takes the lock as id 99 right after GO and keeps it for
+  # 15 s, as a client that died holding it would (tests/unit/lock_holder.cpp).
+  start_client holder build/tests/lock_holder -p "$PORT" --timeout 15 -n 99 127.0.0.1
+  wait_for_server_line "client 1 (" 10
+  # A real client: 300 adds first, so the holder certainly has the lock by then.
+  start_client b ./lesson7 -p "$PORT" --timeout 3 127.0.0.1 -n 300
+  wait_clients 40
+  assert_equal "${CLIENT_STATUS[*]}" "0 1"
+  run cat "$BATS_TEST_TMPDIR/holder.out"
+  assert_line "lock_holder: took the lock as id 99"
+  run cat "$BATS_TEST_TMPDIR/b.out"
+  assert_line --regexp "^client: compare_and_swap lock 0 -> [0-9]+: old value 99, held by client id 99; retrying$"
+  refute_line --partial "lock taken"
+  refute_line --partial "result: "
+  run cat "$BATS_TEST_TMPDIR/b.err"
+  assert_line --index 0 "lesson7: the lock stayed held by client id 99 for 3 s"
+  assert_line --index 1 --partial "did that client die while holding it?"
+  # The server hears DONE from the holder, but client 2 left without it.
+  wait_server 30
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_OUT"
+  assert_line "server: client 1 is done"
+  refute_line --partial "result: counter"
+}
+
 @test "-n sets how many adds a client makes" {
   start_server ./lesson7 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for client 1 of 1" 10
