@@ -25,7 +25,7 @@ roce_ipv4() {
   ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *[0-9]*\]:\t*::ffff:\([0-9.]*\), RoCE v2$/\1/p' | head -n 1
 }
 
-# A fake server on $PORT: start_fake_server rtr|rtr-close.
+# A fake server on $PORT: start_fake_server MODE (fake_peer.py: rtr, rtr-close).
 start_fake_server() {
   start_server "${FAKE_PEER[@]}" "$PORT" "$1" 8 "$(roce_ipv4)"
   wait_for_server_line "fake peer listening" 20
@@ -141,17 +141,24 @@ counts_of() {
 }
 
 @test "a client whose server goes silent after the exchange stops waiting after --timeout" {
-  # The fake server names a QP that does not exist: no answer ever comes,
-  # and no completion either, so the client's poll() times out.
-  start_fake_server rtr
+  # A real server QP that acknowledges the SEND but never answers
+  # (tests/unit/silent_server.cpp): only the answer is missing.
+  [ -x build/tests/silent_server ] || fail "build/tests/silent_server is missing: run make units"
+  start_server build/tests/silent_server -l 8 -p "$PORT" --timeout 8
+  wait_for_server_line "silent_server: waiting for a client" 10
   SECONDS=0
   run --separate-stderr ./lesson8 -p "$PORT" --timeout 3 127.0.0.1 2 3
   assert_failure 1
-  (( SECONDS < 10 ))
-  assert_line "client: peer 127.0.0.1:$PORT is QP 0x123"
+  ((SECONDS < 10))
+  assert_line --regexp "^client: peer 127\.0\.0\.1:$PORT is QP 0x[0-9a-f]+$"
   assert_line "client: sent 1 request: 2 + 3"
+  assert_line 'client: event 1: 1 completion (1 x IBV_WC_SEND)' # the NIC acknowledged it
   refute_line --partial "result: "
   assert_equal "$(grep -c "no completion event within 3 s while waiting for the server's answers" <<<"$stderr")" 1
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "silent_server: 1 request(s) arrived, none answered"
 }
 
 @test "a client whose server closes the connection after the exchange says so at once" {
