@@ -38,7 +38,7 @@ declared_tests() { grep -cE '^@test ' "$1"; }
 # setup_file, teardown_file and Bats itself.
 file_limit() { echo $((120 + $(declared_tests "$1") * BATS_TEST_TIMEOUT)); }
 
-# --each: run each file on its own, bounded; frame its output for count_results.
+# --each: run each file on its own, bounded; frame its output for count_file.
 run_each() {
   local f status
   for f in "$@"; do
@@ -137,9 +137,11 @@ run_group() {
   for f in "${group_files[@]}"; do count_file "$f"; done
 }
 
-# The sum of the files' bounds, for the bound of the whole group.
+# The bound of a whole group: the sum of its files' bounds, plus 60 s, so
+# that each file's own timeout fires first (it lives in a process group of
+# its own, which the group's timeout would not reach).
 group_limit() {
-  local total=0 f
+  local total=60 f
   for f in "$@"; do total=$((total + $(file_limit "$f"))); done
   echo "$total"
 }
@@ -162,6 +164,7 @@ if [[ ${#rxe_suites[@]} -gt 0 ]]; then
   else
     # No RDMA in this kernel: one lab guest runs all of them on real rdma_rxe.
     # The guest sees only the variables LAB_ENV names; 120 s more for the boot.
+    # lab.sh's timeout stops the whole guest.
     LAB_ENV="${LAB_ENV:+$LAB_ENV }BATS_TEST_TIMEOUT" \
       run_group "in the Soft-RoCE lab: ${rxe_suites[*]}" \
       scripts/lab.sh run --timeout $((120 + $(group_limit "${rxe_suites[@]}"))) -- \
