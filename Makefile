@@ -2,7 +2,7 @@
 #
 #   make            build every lesson as ./lessonN
 #   make tour       install what is missing, build, run the lessons in order on Soft-RoCE
-#   make check      install what is missing, build, run every test; ends with "N passed, N failed"
+#   make check      install what is missing, build, run every test; ends with "N passed, N failed, N skipped"
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)

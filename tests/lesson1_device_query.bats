@@ -89,6 +89,18 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
   assert_line --index $((${#lines[@]} - 1)) --regexp "^result: 1 device\(s\) listed; $RDMA_DEV port 1 GID index $index ::ffff:[0-9.]+ \(RoCE v2\)$"
 }
 
+@test "a port with no usable RoCE GID is named in the result, with what to check" {
+  # rxe always has a link-local GID, so an LD_PRELOAD shim (tests/unit/no_gids_preload.c)
+  # makes the GID table empty, as on a netdev with no address.
+  cc -shared -fPIC -o "$BATS_TEST_TMPDIR/no_gids.so" tests/unit/no_gids_preload.c
+  run --separate-stderr env LD_PRELOAD="$BATS_TEST_TMPDIR/no_gids.so" ./lesson1 -d "$RDMA_DEV"
+  assert_success
+  assert_line "GID table (ibv_query_gid_table): 0 valid entries"
+  assert_line "  no usable RoCE GID: does the netdev have an IP address? (ip addr)"
+  refute_line --partial "  use GID index"
+  assert_equal "${lines[${#lines[@]} - 1]}" "result: 1 device(s) listed; $RDMA_DEV port 1 has no usable RoCE GID"
+}
+
 @test "-g explains the GID at that index, read with ibv_query_gid_ex" {
   run --separate-stderr ./lesson1 -g 0
   assert_success

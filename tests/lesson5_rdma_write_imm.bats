@@ -25,6 +25,7 @@ teardown() { lesson_teardown; }
   assert_success
   assert_line "result: wrote 51 bytes with immediate 51"
   wait_server 20
+  [ "$SERVER_STATUS" -eq 0 ]
   run cat "$SERVER_OUT"
   assert_line 'result: received 51 bytes: "Hello from the client, by RDMA WRITE with immediate"'
 }
@@ -43,7 +44,9 @@ teardown() { lesson_teardown; }
   start_server ./lesson5 -p "$PORT" --timeout 20 -s 5
   run ./lesson5 -p "$PORT" --timeout 20 127.0.0.1 hello
   assert_success
+  assert_line "result: wrote 5 bytes with immediate 5"
   wait_server 20
+  [ "$SERVER_STATUS" -eq 0 ]
   run cat "$SERVER_OUT"
   assert_line 'result: received 5 bytes: "hello"'
 }
@@ -134,6 +137,20 @@ teardown() { lesson_teardown; }
   run -2 --separate-stderr ./lesson5 -s 2000000
   [ "${#stderr_lines[@]}" -eq 1 ]
   [[ "$stderr" == *"-s: '2000000' is out of range 1..1048576"* ]]
+}
+
+@test "-s on a client, -L on a server, and a bad -s or -L value are one-line usage errors" {
+  run -2 --separate-stderr ./lesson5 -s 64 127.0.0.1 hi
+  assert_equal "$stderr" "lesson5: -s is a server option; the server decides its buffer size (see lesson5 -h)"
+  run -2 --separate-stderr ./lesson5 -L 5
+  assert_equal "$stderr" "lesson5: -L is a client option (see lesson5 -h)"
+  run -2 --separate-stderr ./lesson5 -s 0
+  assert_equal "$stderr" "lesson5: -s: '0' is out of range 1..1048576 (see lesson5 -h)"
+  run -2 --separate-stderr ./lesson5 -L many 127.0.0.1 hi
+  assert_equal "$stderr" "lesson5: -L: 'many' is not a whole number (see lesson5 -h)"
+  run -2 --separate-stderr ./lesson5 -L 4294967296 127.0.0.1 hi # the immediate is 32 bits
+  assert_equal "$stderr" "lesson5: -L: '4294967296' is out of range 0..4294967295 (see lesson5 -h)"
+  assert_equal "$output" ""
 }
 
 @test "more than HOST and MESSAGE is a one-line usage error" {

@@ -155,6 +155,20 @@ assert_stderr_line() {
   assert_equal "$stderr" "lesson6: unknown option '-x' (see lesson6 -h)"
 }
 
+@test "-m longer than 64 KiB is a usage error; exactly 64 KiB is served" {
+  run --separate-stderr ./lesson6 -m "$(printf 'x%.0s' {1..65537})"
+  assert_failure 2
+  assert_equal "$stderr" "lesson6: -m: the text is 65537 bytes, at most 65536 allowed (see lesson6 -h)"
+  assert_equal "$output" ""
+  # The limit itself is allowed: the server gets as far as waiting for a client.
+  start_server ./lesson6 -p "$PORT" --timeout 2 -m "$(printf 'x%.0s' {1..65536})"
+  wait_for_server_line "waiting for a client" 10
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 "lesson6: no client connected to TCP port $PORT within 2 s"
+}
+
 @test "-h prints the usage with every default and exits 0" {
   run --separate-stderr ./lesson6 -h
   assert_success

@@ -46,7 +46,9 @@ wait_clients() {
   done
   CLIENT_STATUS=()
   for pid in $CLIENT_PIDS; do
-    if kill -0 "$pid" 2>/dev/null; then kill "$pid"; CLIENT_STATUS+=(124); else wait "$pid"; CLIENT_STATUS+=($?); fi
+    local st=0
+    if kill -0 "$pid" 2>/dev/null; then kill "$pid"; st=124; else wait "$pid" || st=$?; fi
+    CLIENT_STATUS+=("$st")
   done
   CLIENT_PIDS=
 }
@@ -54,6 +56,11 @@ wait_clients() {
 # The old values in a client's result line, one per line.
 old_values() {
   sed -n 's/^result: fetch_and_add old values: \([0-9 ]*\);.*/\1/p' "$1" | tr ' ' '\n'
+}
+
+# "LOWEST HIGHEST" of a client's old values.
+old_range() {
+  old_values "$1" | sort -n | sed -n '1p;$p' | paste -sd ' '
 }
 
 @test "one client's five adds see 0 to 4, it takes and releases the lock, and the counter ends at 5" {
@@ -73,26 +80,90 @@ old_values() {
 }
 
 @test "two concurrent clients lose no increment: the counter is 2*N and every old value is unique" {
-  start_server ./lesson7 -c 2 -p "$PORT" --timeout 15
+  # 1000 adds each, started together by the server's GO: long enough that
+  # their adds interleave, which the old values prove below.
+  local n=1000
+  start_server ./lesson7 -c 2 -p "$PORT" --timeout 30
   wait_for_server_line "waiting for client 1 of 2" 10
-  start_client c1 ./lesson7 -p "$PORT" --timeout 15 127.0.0.1 -n 10
-  start_client c2 ./lesson7 -p "$PORT" --timeout 15 127.0.0.1 -n 10
-  wait_clients 30
+  start_client c1 ./lesson7 -p "$PORT" --timeout 30 127.0.0.1 -n "$n"
+  start_client c2 ./lesson7 -p "$PORT" --timeout 30 127.0.0.1 -n "$n"
+  wait_clients 60
   assert_equal "${CLIENT_STATUS[*]}" "0 0"
   wait_server 15
   assert_equal "$SERVER_STATUS" 0
   run cat "$SERVER_OUT"
-  assert_line "result: counter = 20"
+  assert_line "result: counter = $((2 * n))"
   assert_line "server: lock word = 0 (free)"
-  # Each client saw 10 values; together exactly 0..19, none twice.
-  assert_equal "$(old_values "$BATS_TEST_TMPDIR/c1.out" | wc -l)" 10
-  assert_equal "$(old_values "$BATS_TEST_TMPDIR/c2.out" | wc -l)" 10
-  assert_equal "$(cat <(old_values "$BATS_TEST_TMPDIR/c1.out") <(old_values "$BATS_TEST_TMPDIR/c2.out") | sort -n | tr '\n' ' ')" \
-    "$(seq 0 19 | tr '\n' ' ')"
+  # Each client saw n values; together exactly 0..2n-1, none twice.
+  assert_equal "$(old_values "$BATS_TEST_TMPDIR/c1.out" | wc -l)" "$n"
+  assert_equal "$(old_values "$BATS_TEST_TMPDIR/c2.out" | wc -l)" "$n"
+  assert_equal "$(cat <(old_values "$BATS_TEST_TMPDIR/c1.out") <(old_values "$BATS_TEST_TMPDIR/c2.out") | sort -n | uniq | wc -l)" $((2 * n))
+  assert_equal "$(cat <(old_values "$BATS_TEST_TMPDIR/c1.out") <(old_values "$BATS_TEST_TMPDIR/c2.out") | sort -n | sed -n '1p;$p' | paste -sd ' ')" "0 $((2 * n - 1))"
+  # They really ran at the same time: each client's values are spread over
+  # the other's, so neither did its adds in one block before the other began.
+  local lo1 hi1 lo2 hi2
+  read -r lo1 hi1 <<<"$(old_range "$BATS_TEST_TMPDIR/c1.out")"
+  read -r lo2 hi2 <<<"$(old_range "$BATS_TEST_TMPDIR/c2.out")"
+  ((lo1 < hi2 && lo2 < hi1)) || fail "no overlap: client 1 saw $lo1..$hi1, client 2 saw $lo2..$hi2"
   # Both took and released the lock, under different ids.
   run cat "$BATS_TEST_TMPDIR/c1.out" "$BATS_TEST_TMPDIR/c2.out"
   assert_equal "$(grep -c 'lock released$' <<<"$output")" 2
   assert_equal "$(grep -o 'as id [0-9]*' <<<"$output" | sort -u | wc -l)" 2
+}
+
+@test "a client that finds the lock held names the holder, retries, and takes it once it is released" {
+  # Three clients whose adds interleave reach the lock together; the holder
+  # keeps it 50 ms, so the others find it taken.
+  start_server ./lesson7 -c 3 -p "$PORT" --timeout 30
+  wait_for_server_line "waiting for client 1 of 3" 10
+  local c
+  for c in c1 c2 c3; do start_client "$c" ./lesson7 -p "$PORT" --timeout 30 127.0.0.1 -n 300; done
+  wait_clients 60
+  assert_equal "${CLIENT_STATUS[*]}" "0 0 0"
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  local ids waiters=0 me holder attempt
+  ids=$(cat "$BATS_TEST_TMPDIR"/c[123].out | sed -n 's/^result: .* as id \([0-9]*\)$/\1/p' | sort -n | tr '\n' ' ')
+  for c in c1 c2 c3; do
+    me='' holder=''
+    # "client: compare_and_swap lock 0 -> ME: old value H, held by client id H; retrying"
+    read -r me holder <<<"$(sed -n 's/^client: compare_and_swap lock 0 -> \([0-9]*\): old value \([0-9]*\), held by client id \2; retrying$/\1 \2/p' "$BATS_TEST_TMPDIR/$c.out")"
+    [[ -n $me ]] || continue
+    waiters=$((waiters + 1))
+    [[ " $ids" == *" $holder "* && $holder != "$me" ]] || fail "$c: held by '$holder', not another client's id (ids: $ids)"
+    attempt=$(sed -n "s/^client: compare_and_swap lock 0 -> $me: old value 0, lock taken (attempt \([0-9]*\))$/\1/p" "$BATS_TEST_TMPDIR/$c.out")
+    ((attempt > 1)) || fail "$c retried, but says it took the lock at attempt '$attempt'"
+  done
+  ((waiters >= 1)) || fail "no client found the lock held: the clients did not contend"
+}
+
+@test "a client gives up when the lock stays held for its --timeout, naming the holder" {
+  [ -x build/tests/lock_holder ] || fail "build/tests/lock_holder is missing: run make units"
+  start_server ./lesson7 -c 2 -p "$PORT" --timeout 25
+  wait_for_server_line "waiting for client 1 of 2" 10
+  # A client that takes the lock as id 99 right after GO and keeps it for
+  # 15 s, as a client that died holding it would (tests/unit/lock_holder.cpp).
+  start_client holder build/tests/lock_holder -p "$PORT" --timeout 15 -n 99 127.0.0.1
+  wait_for_server_line "client 1 (" 10
+  # A real client: 300 adds first, so the holder certainly has the lock by then.
+  start_client b ./lesson7 -p "$PORT" --timeout 3 127.0.0.1 -n 300
+  wait_clients 40
+  assert_equal "${CLIENT_STATUS[*]}" "0 1"
+  run cat "$BATS_TEST_TMPDIR/holder.out"
+  assert_line "lock_holder: took the lock as id 99"
+  run cat "$BATS_TEST_TMPDIR/b.out"
+  assert_line --regexp "^client: compare_and_swap lock 0 -> [0-9]+: old value 99, held by client id 99; retrying$"
+  refute_line --partial "lock taken"
+  refute_line --partial "result: "
+  run cat "$BATS_TEST_TMPDIR/b.err"
+  assert_line --index 0 "lesson7: the lock stayed held by client id 99 for 3 s"
+  assert_line --index 1 --partial "did that client die while holding it?"
+  # The server hears DONE from the holder, but client 2 left without it.
+  wait_server 30
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_OUT"
+  assert_line "server: client 1 is done"
+  refute_line --partial "result: counter"
 }
 
 @test "-n sets how many adds a client makes" {
@@ -102,6 +173,7 @@ old_values() {
   assert_success
   assert_line "result: fetch_and_add old values: 0 1; lock taken and released as id 1"
   wait_server 15
+  assert_equal "$SERVER_STATUS" 0
   run cat "$SERVER_OUT"
   assert_line "result: counter = 2"
 }

@@ -11,43 +11,24 @@ bats_require_minimum_version 1.5.0
 setup() { load helpers/lesson; lesson_setup; }
 teardown() { lesson_teardown; }
 
-# A fake lesson-8 peer on the TCP side channel. It trades a well-formed
-# PeerInfo (common/exchange.hpp's wire form) naming QP 0x123 at this host's
-# RoCE v2 address, a QP that does not exist (as a server it adds the "RTR!"
-# token), and then says nothing for 30 s.
-#   fake_peer listen PORT     as a server
-#   fake_peer connect PORT    as a client, retrying until a server listens
-fake_peer() {
-  python3 - "$@" <<'EOF'
-import socket, struct, sys, time
-mode, port = sys.argv[1], int(sys.argv[2])
-gid = bytes(10) + b"\xff\xff" + bytes([192, 0, 2, 1])
-# magic, version 1, lesson 8, QPN, PSN, LID, GID, MTU enum 3 (1024), addr, length, rkey
-info = struct.pack(">4sHHIIH16sIQII", b"RDWB", 1, 8, 0x123, 0x456, 0, gid, 3, 0, 0, 0)
-if mode == "listen":
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", port)); srv.listen(1)
-    print("fake peer listening", flush=True)
-    srv.settimeout(30); conn, _ = srv.accept()
-else:
-    print("fake peer started", flush=True)
-    for _ in range(200):  # retry for up to 20 s: the server may start after us
-        try:
-            conn = socket.create_connection(("127.0.0.1", port), timeout=30)
-            break
-        except OSError:
-            time.sleep(0.1)
-conn.sendall(info)
-if mode == "listen":
-    conn.sendall(b"RTR!")  # as a lesson-8 server does once its QP is in RTR
-conn.settimeout(30)
-try:
-    while conn.recv(4096):
-        pass
-except OSError:
-    pass
-EOF
+# A fake lesson-8 peer on the TCP side channel (tests/helpers/fake_peer.py):
+# it trades a well-formed PeerInfo naming QP 0x123, which does not exist, at
+# this host's RoCE v2 address; as a server it adds the "RTR!" token. The
+# distribution's python3 with -I -S: a version-manager shim costs seconds per
+# start in the lab. Run directly, not in a function's subshell, so that the
+# PID teardown kills is python's own.
+FAKE_PEER=(/usr/bin/python3 -I -S "$BATS_TEST_DIRNAME/helpers/fake_peer.py")
+[[ -x /usr/bin/python3 ]] || FAKE_PEER[0]=python3
+
+# The IPv4 address in this port's RoCE v2 GID (::ffff:a.b.c.d).
+roce_ipv4() {
+  ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *[0-9]*\]:\t*::ffff:\([0-9.]*\), RoCE v2$/\1/p' | head -n 1
+}
+
+# A fake server on $PORT: start_fake_server MODE (fake_peer.py: rtr, rtr-close).
+start_fake_server() {
+  start_server "${FAKE_PEER[@]}" "$PORT" "$1" 8 "$(roce_ipv4)"
+  wait_for_server_line "fake peer listening" 20
 }
 
 # The numbers of the "events: E, completions: C, empty events: X" line in $1.
@@ -103,7 +84,11 @@ counts_of() {
   assert_output "$events"
   run awk '/^client: event [0-9]+: / { n += $4 } END { print n }' "$BATS_TEST_TMPDIR/client.out"
   assert_output "$completions"
+  assert_equal "$completions" 6
   wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "result: served 3 requests"
 }
 
 @test "negative numbers after -- are added" {
@@ -141,12 +126,13 @@ counts_of() {
 @test "a server whose client goes silent after the exchange stops waiting after --timeout" {
   # The fake client starts first (Python is slow to start on a slow guest)
   # and connects as soon as the server listens.
-  fake_peer connect "$PORT" >"$BATS_TEST_TMPDIR/fake.out" 2>&1 3>&- &
-  local fake=$!
-  for _ in $(seq 100); do grep -q "fake peer started" "$BATS_TEST_TMPDIR/fake.out" && break; sleep 0.1; done
+  start_helper fake "${FAKE_PEER[@]}" "$PORT" client 8 "$(roce_ipv4)"
+  for _ in $(seq 100); do
+    if grep -q "fake peer started" "$BATS_TEST_TMPDIR/fake.out"; then break; fi
+    sleep 0.1
+  done
   start_server ./lesson8 -p "$PORT" --timeout 3
   wait_server 20
-  kill "$fake" 2>/dev/null || true
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_OUT"
   assert_line --regexp '^server: peer 127\.0\.0\.1:[0-9]+ is QP 0x123$'
@@ -155,27 +141,61 @@ counts_of() {
 }
 
 @test "a client whose server goes silent after the exchange stops waiting after --timeout" {
-  # The fake server names a QP that does not exist: no answer ever comes,
-  # and no completion either, so the client's poll() times out.
-  fake_peer listen "$PORT" >"$SERVER_OUT" 2>"$SERVER_ERR" 3>&- &
-  SERVER_PID=$!
-  wait_for_server_line "fake peer listening" 20
+  # A real server QP that acknowledges the SEND but never answers
+  # (tests/unit/silent_server.cpp): only the answer is missing.
+  [ -x build/tests/silent_server ] || fail "build/tests/silent_server is missing: run make units"
+  start_server build/tests/silent_server -l 8 -p "$PORT" --timeout 8
+  wait_for_server_line "silent_server: waiting for a client" 10
   SECONDS=0
   run --separate-stderr ./lesson8 -p "$PORT" --timeout 3 127.0.0.1 2 3
   assert_failure 1
-  (( SECONDS < 10 ))
-  assert_line "client: peer 127.0.0.1:$PORT is QP 0x123"
+  ((SECONDS < 10))
+  assert_line --regexp "^client: peer 127\.0\.0\.1:$PORT is QP 0x[0-9a-f]+$"
   assert_line "client: sent 1 request: 2 + 3"
+  assert_line 'client: event 1: 1 completion (1 x IBV_WC_SEND)' # the NIC acknowledged it
   refute_line --partial "result: "
   assert_equal "$(grep -c "no completion event within 3 s while waiting for the server's answers" <<<"$stderr")" 1
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "silent_server: 1 request(s) arrived, none answered"
+}
+
+@test "a client whose server closes the connection after the exchange says so at once" {
+  start_fake_server rtr-close
+  SECONDS=0
+  run --separate-stderr ./lesson8 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  assert_failure 1
+  ((SECONDS < 5)) # the closed connection, not the 10 s timeout
+  assert_line "client: sent 1 request: 2 + 3"
+  refute_line --partial "result: "
+  assert_equal "${stderr_lines[0]}" "lesson8: the server 127.0.0.1:$PORT closed the connection before answering every request"
+  assert_equal "${stderr_lines[1]}" "lesson8: check: see the server's output"
+}
+
+@test "a request of the wrong length is answered with an error, and the server fails after serving it" {
+  [ -x build/tests/sum_client ] || fail "build/tests/sum_client is missing: run make units"
+  start_server ./lesson8 -p "$PORT" --timeout 10
+  wait_for_server_line "waiting for a client" 10
+  # Lesson 8 has no -B: the probe is lesson 4's client, claiming lesson 8.
+  run --separate-stderr build/tests/sum_client -l 8 -B 24 -p "$PORT" --timeout 10 127.0.0.1 1 2
+  assert_failure 1
+  assert_line "sum_client: completion IBV_WC_RECV, 16 bytes"
+  assert_line "result: error: the server refused the request (status 2): it was 24 bytes, not 16"
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_OUT"
+  assert_line "server: request 1: the request was 24 bytes, a sum request is exactly 16"
+  assert_line "result: error: 1 of 1 requests failed (overflow or bad length); the client was told"
+  refute_line --partial "result: served"
 }
 
 @test "-h prints the usage with the -n default and exits 0" {
-  run ./lesson8 -h
+  run --separate-stderr ./lesson8 -h
   assert_success
-  assert_line --partial "-n, --count=COUNT"
-  assert_output --partial "(default: 1)"
-  assert_output --partial "(default: 18515)"
+  assert_line --regexp '^  -n, --count=COUNT +client: send COUNT requests at once, 1\.\.64 \(default: 1\)$'
+  assert_line --regexp '^  -p, --port=PORT +TCP port of the out-of-band exchange \(default: 18515\)$'
+  assert_equal "$stderr" ""
 }
 
 @test "misuse prints one line on stderr and exits 2" {

@@ -11,6 +11,19 @@
 #   start_server ./lesson4 -p "$PORT"     background server, output in $SERVER_OUT / $SERVER_ERR
 #   run ./lesson4 -p "$PORT" 127.0.0.1 2 3
 #   wait_server                            waits (bounded) and sets $SERVER_STATUS
+#   wait_for_server_line "waiting for"     waits (bounded) for a line of the server's
+#   start_helper NAME CMD...               another background process (a fake peer,
+#                                          a second client): output in
+#                                          $BATS_TEST_TMPDIR/NAME.out, killed in teardown
+#   wait_helper NAME [SECS]                waits (bounded); sets HELPER_STATUS
+#
+# Ports: each test gets its own TCP port $PORT, and may also use $PORT + 1;
+# nothing else in the suites uses these. The port is 20000 + 500 x (the
+# file's place among tests/*.bats) + 2 x (the test's number in its file):
+# distinct for every test of every file, without RANDOM, and below 32768,
+# where Linux's ephemeral ports begin (so no client's source port takes it).
+# The variables this file sets (PORT, RDMA_DEV, SERVER_STATUS ...) are read by the suites.
+# shellcheck disable=SC2034
 bats_load_library bats-support
 bats_load_library bats-assert
 bats_load_library bats-file
@@ -24,11 +37,27 @@ lesson_setup() {
   fi
   # The first device, as the lessons pick it when -d is not given.
   RDMA_DEV=$(ibv_devices | awk 'NR > 2 { print $1; exit }')
-  # A TCP port of our own for each test, so tests never meet each other's servers.
-  PORT=$((20000 + (BATS_SUITE_TEST_NUMBER * 37 + RANDOM) % 20000))
+  PORT=$(test_port) || return 1
   SERVER_PID=
+  HELPER_PIDS=()
   SERVER_OUT="$BATS_TEST_TMPDIR/server.out"
   SERVER_ERR="$BATS_TEST_TMPDIR/server.err"
+}
+
+# This test's TCP port (see the top of this file).
+test_port() {
+  local files file index=0 i port
+  files=("$REPO_ROOT"/tests/*.bats)
+  file=$(basename "$BATS_TEST_FILENAME")
+  for i in "${!files[@]}"; do
+    if [[ $(basename "${files[$i]}") == "$file" ]]; then index=$i; fi
+  done
+  port=$((20000 + 500 * index + 2 * BATS_TEST_NUMBER))
+  if ((BATS_TEST_NUMBER >= 250 || port + 1 >= 32768)); then
+    echo "test_port: test $BATS_TEST_NUMBER of $file (file $index) has no port of its own below 32768" >&2
+    return 1
+  fi
+  echo "$port"
 }
 
 # Start a server in the background. fd 3 is closed so Bats does not wait on it.
@@ -70,11 +99,49 @@ wait_for_server_line() {
   return 1
 }
 
+# Start another background process, named NAME; "$@" is run directly (not in
+# a subshell), so the PID recorded is the process's own and teardown can kill it.
+start_helper() {
+  local name=$1
+  shift
+  "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
+  HELPER_PIDS+=("$name=$!")
+}
+
+# Wait up to $2 seconds (default 30) for helper $1; sets HELPER_STATUS (124
+# when it had to be killed).
+wait_helper() {
+  local name=$1 limit=${2:-30} entry pid='' i
+  for entry in "${HELPER_PIDS[@]}"; do
+    [[ ${entry%%=*} == "$name" ]] && pid=${entry#*=}
+  done
+  [[ -n $pid ]] || {
+    echo "wait_helper: no helper named $name" >&2
+    return 1
+  }
+  for ((i = 0; i < limit * 10; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      HELPER_STATUS=0
+      wait "$pid" || HELPER_STATUS=$?
+      return 0
+    fi
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  HELPER_STATUS=124
+}
+
 lesson_teardown() {
   if [ -n "${SERVER_PID:-}" ]; then
     kill "$SERVER_PID" 2>/dev/null
     wait "$SERVER_PID" 2>/dev/null
   fi
+  local entry
+  for entry in "${HELPER_PIDS[@]}"; do
+    kill "${entry#*=}" 2>/dev/null
+    wait "${entry#*=}" 2>/dev/null
+  done
   # Shown by Bats only when a test fails: what the server said.
   if [ -s "${SERVER_OUT:-/nonexistent}" ] || [ -s "${SERVER_ERR:-/nonexistent}" ]; then
     echo "--- server stdout:"

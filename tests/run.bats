@@ -1,0 +1,78 @@
+#!/usr/bin/env bats
+# tests/run.sh, the runner behind `make check`: it counts skips apart, counts
+# the tests a broken file never ran as failed, and turns a hang into a
+# failure. Each test writes small suites into its own folder and runs
+# tests/run.sh on them (on this host: they have no "# runs-on: rxe").
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+  S=$BATS_TEST_TMPDIR
+}
+
+# suite NAME LINE...: write $S/NAME.bats, one argument a line. (Never a
+# line that starts with @test here: Bats would take it for one of ours.)
+suite() {
+  local name=$1
+  shift
+  printf '%s\n' "$@" >"$S/$name.bats"
+}
+
+@test "a skipped test is counted as skipped, not as passed" {
+  suite a '@test "passes" { true; }' '@test "is skipped" { skip "on purpose"; }'
+  run -0 tests/run.sh "$S/a.bats"
+  assert_equal "${lines[${#lines[@]} - 1]}" "1 passed, 0 failed, 1 skipped"
+}
+
+@test "a failing test fails the run and is counted" {
+  suite a '@test "fails" { false; }' '@test "passes" { true; }'
+  run -1 tests/run.sh "$S/a.bats"
+  assert_equal "${lines[${#lines[@]} - 1]}" "1 passed, 1 failed, 0 skipped"
+}
+
+@test "the tests a failing setup_file hid count as failed, even beside a failing teardown_file" {
+  # One Bats run over both files would report 4 results for 4 tests here.
+  suite a 'setup_file() { false; }' '@test "a1" { true; }' '@test "a2" { true; }'
+  suite b 'teardown_file() { false; }' '@test "b1" { true; }' '@test "b2" { true; }'
+  run -1 tests/run.sh "$S/a.bats" "$S/b.bats"
+  assert_line "tests/run.sh: $S/a.bats reported 0 of its 2 tests: the other 2 count as failed"
+  assert_equal "${lines[${#lines[@]} - 1]}" "2 passed, 3 failed, 0 skipped"
+}
+
+@test "a test that outlives BATS_TEST_TIMEOUT is a counted failure, and the run goes on" {
+  suite a '@test "hangs" { sleep 60 3>&-; }' '@test "passes" { true; }'
+  SECONDS=0
+  BATS_TEST_TIMEOUT=2 run -1 tests/run.sh "$S/a.bats"
+  ((SECONDS < 30))
+  assert_line --regexp '^not ok 1 hangs # timeout after 2s$'
+  assert_equal "${lines[${#lines[@]} - 1]}" "1 passed, 1 failed, 0 skipped"
+}
+
+@test "a lesson older than its source is rebuilt before any test runs" {
+  suite a '@test "passes" { true; }'
+  touch lessons/01_device_query/lesson1.cpp
+  run -0 tests/run.sh "$S/a.bats"
+  assert_line "== building (make all units): a lesson or unit program is older than its sources"
+  [[ ./lesson1 -nt lessons/01_device_query/lesson1.cpp ]] || fail "./lesson1 was not rebuilt"
+  assert_equal "${lines[${#lines[@]} - 1]}" "1 passed, 0 failed, 0 skipped"
+}
+
+@test "when the build fails, nothing is tested and the run exits 2" {
+  # A stub make: everything is stale, and building fails.
+  mkdir "$S/bin"
+  printf '%s\n' '#!/bin/sh' 'echo "make $*" >>"$STUB_LOG"' '[ "$1" = -q ] && exit 1' 'echo "make: *** error" >&2; exit 2' >"$S/bin/make"
+  chmod +x "$S/bin/make"
+  suite a '@test "passes" { true; }'
+  STUB_LOG="$S/make.log" PATH="$S/bin:$PATH" run -2 tests/run.sh "$S/a.bats"
+  assert_line "tests/run.sh: the build failed; not testing the old binaries (fix the build, or run make)"
+  refute_line --partial "passes"
+  assert_equal "$(cat "$S/make.log")" "make -q all units
+make --no-print-directory -j2 all units"
+}
+
+@test "a suite that does not exist is a usage error" {
+  run -2 tests/run.sh "$S/nosuch.bats"
+  assert_output "tests/run.sh: no such suite: $S/nosuch.bats"
+}
