@@ -24,13 +24,16 @@ teardown() {
 # --- help and misuse ------------------------------------------------------------
 
 @test "--help prints usage with every default and exits 0" {
-	run -0 setup_rxe --help
+	# The real defaults: none of the overrides this suite exports.
+	run -0 env -u RXE_WAIT_SECS -u SYSFS_ROOT -u PROC_ROOT -u IBV_CONFIG_DIR -u SETUP_RXE_EUID \
+		PATH="$STUB_BIN:$SYS_BIN" "$SETUP_RXE" --help
 	assert_line --partial "up [NETDEV]"
 	assert_line --partial "down [RXEDEV]"
 	assert_line --partial "status"
-	assert_line --partial "RXE_WAIT_SECS=2"
-	assert_line --partial "SYSFS_ROOT=$SYSFS_ROOT"
-	assert_line --partial "IBV_CONFIG_DIR=$IBV_CONFIG_DIR"
+	assert_line --regexp "^  RXE_WAIT_SECS=10 +seconds .up. waits for PORT_ACTIVE$"
+	assert_line --regexp "^  SYSFS_ROOT=/sys +where sysfs is mounted$"
+	assert_line --regexp "^  IBV_CONFIG_DIR=/etc/libibverbs.d +where rxe.driver \(ibverbs-providers\) lives$"
+	assert_line --partial "wait up to 10 s for the port to be ACTIVE"
 	assert_output --partial "Default NETDEV: the first interface (by ifindex) that is up"
 	assert_equal "$(cat "$STUB_LOG")" ""
 }
