@@ -175,7 +175,8 @@ void check_wc(const ibv_wc& wc, const char* what, const char* likely_cause) {
     switch (wc.status) {
     case IBV_WC_RETRY_EXC_ERR:
         hint = "the peer never acknowledged (7 tries in 0.5 s): the peer exited, or a wrong GID index or "
-               "address, a path MTU the peers disagree on, UDP 4791 blocked";
+               "address, a path MTU the peers disagree on, UDP 4791 blocked; or, on rxe, the peer had no "
+               "receive posted for more than 0.6 s (RNR: docs/lesson4-send-recv.md)";
         break;
     case IBV_WC_RNR_RETRY_EXC_ERR: hint = "the peer had no receive posted (post receives before RTR)"; break;
     case IBV_WC_REM_ACCESS_ERR:

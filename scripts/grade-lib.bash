@@ -83,6 +83,8 @@ ex_tail() {
 ex_fail() {
   echo "expected: $1"
   echo "what happened: $2"
+  # A two-process exercise: the server's side of the story, which the client's last line rarely tells.
+  [[ ! -s $EX_SERVER_OUT ]] || echo "the server's last lines: $(ex_tail "$EX_SERVER_OUT" 3 | cut -c1-400)"
   [[ -z $HINT ]] || echo "hint: $HINT"
   return 1
 }

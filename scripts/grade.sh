@@ -63,6 +63,9 @@ fi
 # Build each program; one that does not compile fails with the compiler's first error.
 kind=starter
 [[ -n $solutions ]] && kind=solution
+# A make of our own, not a sub-make of `make grade`: its jobserver is not ours
+# to share (MAKEFLAGS= keeps make from warning that it is unavailable).
+export MAKEFLAGS=
 make --no-print-directory -s build/libworkbook.a || exit 1
 runnable=() failed=0
 for row in "${selected[@]}"; do

@@ -207,7 +207,7 @@ Recommendation show_device(ibv_device* dev, int explain_port, int gid_given) {
         std::printf("  use GID index %u (%s, %s): %s\n", best->gid_index, wb::gid_to_string(best->gid).c_str(),
                     wb::gid_type_str(best->gid_type), rank_reason(roce_rank(*best)));
         std::printf("  both peers must use GIDs of the same type and address family (both IPv4-mapped or\n"
-                    "  both IPv6), or RTR fails with EINVAL; so does a zero or empty index (lesson 3)\n");
+                    "  both IPv6), or RTR fails with EINVAL; an empty index fails it with ENODATA (lesson 3)\n");
         rec.text = "port " + std::to_string(explain_port) + " GID index " + std::to_string(best->gid_index) + " " +
                    wb::gid_to_string(best->gid) + " (" + wb::gid_type_str(best->gid_type) + ")";
     }
