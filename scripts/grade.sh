@@ -67,6 +67,15 @@ kind=starter
 # to share (MAKEFLAGS= keeps make from warning that it is unavailable).
 export MAKEFLAGS=
 make --no-print-directory -s build/libworkbook.a || exit 1
+# Every program at once, one job per core; -k goes on past a starter that
+# does not compile. The loop below then makes each one alone, which is
+# instant for those already built and shows a failure's own first error.
+bins=()
+for row in "${selected[@]}"; do
+  id=${row%%$'\t'*}
+  bins+=("build/exercises/$kind/ex${id/./_}")
+done
+make --no-print-directory -s -k -j"$(nproc)" "${bins[@]}" >/dev/null 2>&1
 runnable=() failed=0
 for row in "${selected[@]}"; do
   id=${row%%$'\t'*} dir=${row#*$'\t'}
