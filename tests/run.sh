@@ -164,19 +164,24 @@ run_rxe() {
 }
 
 # The lab guest has one virtual CPU and this machine (CI's too) has two, so
-# the rxe suites run beside the host suites, not after them: the whole run
-# takes about as long as the longer of the two. Their output is shown when
-# they are done, so that the two never interleave.
-rxe_log=$(mktemp)
-trap 'rm -f "$log" "$rxe_log"' EXIT
-rxe_pid=
-if [[ ${#rxe_suites[@]} -gt 0 ]]; then
-  where="in the Soft-RoCE lab"
-  compgen -G '/sys/class/infiniband/*' >/dev/null && where="on this host's RDMA devices"
-  run_rxe "${rxe_suites[@]}" >"$rxe_log" 2>&1 &
-  rxe_pid=$!
-  echo "== $where, alongside the host suites (shown when done): ${rxe_suites[*]}"
-fi
+# the rxe suites run beside the host suites, not after them, split over two
+# guests (alternate files, so that each half gets long and short ones): the
+# whole run takes about as long as the longest of the three. Their output is
+# shown when they are done, so that nothing interleaves.
+rxe_halves=("" "")
+for i in "${!rxe_suites[@]}"; do rxe_halves[i % 2]+="${rxe_suites[i]} "; done
+rxe_logs=() rxe_pids=()
+trap 'rm -f "$log" "${rxe_logs[@]}"' EXIT
+where="in the Soft-RoCE lab"
+compgen -G '/sys/class/infiniband/*' >/dev/null && where="on this host's RDMA devices"
+for half in "${rxe_halves[@]}"; do
+  [[ -n $half ]] || continue
+  read -r -a files <<<"$half"
+  rxe_logs+=("$(mktemp)")
+  run_rxe "${files[@]}" >"${rxe_logs[-1]}" 2>&1 &
+  rxe_pids+=($!)
+  echo "== $where, alongside the host suites (shown when done): ${files[*]}"
+done
 
 if [[ ${#host_suites[@]} -gt 0 ]]; then
   export BATS_TEST_TIMEOUT=${given_timeout:-360}
@@ -185,11 +190,11 @@ if [[ ${#host_suites[@]} -gt 0 ]]; then
     timeout -k 10 "$(group_limit "${host_suites[@]}")" tests/run.sh --each "${host_suites[@]}"
 fi
 
-if [[ -n $rxe_pid ]]; then
-  wait "$rxe_pid"
-  group_files=("${rxe_suites[@]}")
-  run_group "$where: ${rxe_suites[*]}" cat "$rxe_log"
-fi
+for i in "${!rxe_pids[@]}"; do
+  wait "${rxe_pids[i]}"
+  read -r -a group_files <<<"${rxe_halves[i]}"
+  run_group "$where: ${group_files[*]}" cat "${rxe_logs[i]}"
+done
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]
