@@ -197,8 +197,11 @@ void check_wc(const ibv_wc& wc, const char* what, const char* likely_cause) {
     default: break;
     }
     if (likely_cause) hint = likely_cause;
+    // "status transport retry counter exceeded (12, IBV_WC_RETRY_EXC_ERR, vendor_err 0)": the
+    // library's words, then the number and the enum's name, which a learner can grep for.
     fail(std::string(what) + " completed with status " + ibv_wc_status_str(wc.status) + " (" +
-             std::to_string(wc.status) + ", vendor_err " + std::to_string(wc.vendor_err) + ")",
+             std::to_string(wc.status) + ", " + wc_status_name(wc.status) + ", vendor_err " +
+             std::to_string(wc.vendor_err) + ")",
          hint);
 }
 

@@ -173,7 +173,7 @@ counts_of() {
   assert_line "client: sent 1 request: 2 + 3"
   assert_line "client: the server 127.0.0.1:$PORT closed the connection; waiting 1000 ms for our QP's last word"
   refute_line --partial "result: "
-  assert_equal "${stderr_lines[0]}" "lesson8: the SEND of a request completed with status transport retry counter exceeded (12, vendor_err 0)"
+  assert_equal "${stderr_lines[0]}" "lesson8: the SEND of a request completed with status transport retry counter exceeded (12, IBV_WC_RETRY_EXC_ERR, vendor_err 0)"
 }
 
 @test "a request of the wrong length is answered with an error, and the server fails after serving it" {

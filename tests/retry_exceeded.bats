@@ -46,7 +46,7 @@ die_after_go() {
   took=$(awk -v a="$(cat "$stamp")" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
   echo "client exited $took s after the server's $token" >&3
   assert_failure 1
-  [[ "$stderr" == *"completed with status transport retry counter exceeded (12,"* ]] ||
+  [[ "$stderr" == *"completed with status transport retry counter exceeded (12, IBV_WC_RETRY_EXC_ERR, vendor_err "* ]] ||
     fail "no IBV_WC_RETRY_EXC_ERR (12) in the client's stderr:"$'\n'"$stderr"
   [[ "$stderr" == *exited* ]] || fail "the client's message does not name the likely cause (the peer exited): $stderr"
   refute_output --partial "result: "
