@@ -1,0 +1,113 @@
+#!/usr/bin/env bats
+# runs-on: rxe
+#
+# Lesson 14: memory windows. The server grants one slot of its pool through a
+# window; the client READs and WRITEs inside it, READs across its end, tries
+# the rkey after a revoke, after a re-bind, and (type 2) after giving the
+# window back with SEND_WITH_INV. The server and client run for real on the
+# RDMA device (Soft-RoCE in the lab); the outcomes asserted are those rxe on
+# Debian's Linux 6.1 really gives (docs/lesson14-memory-windows.md).
+
+bats_require_minimum_version 1.5.0
+
+setup() { load helpers/lesson; lesson_setup; }
+teardown() { lesson_teardown; }
+
+# Run a server with "$@" and a client against it; the client's output is in
+# $output, the server's in $SERVER_OUT, its exit status in $SERVER_STATUS.
+run_pair() {
+  start_server ./lesson14 -p "$PORT" --timeout 10 "$@"
+  wait_for_server_line "waiting for a client" 10
+  run --separate-stderr ./lesson14 -p "$PORT" --timeout 10 127.0.0.1
+  wait_server 20
+}
+
+
+@test "a type 2 window: inside ok, across the end not refused by rxe, revoked and given back refused, re-bound ok" {
+  run_pair
+  assert_success
+  assert_equal "$SERVER_STATUS" 0
+  assert_line "result: READ inside ok, WRITE inside ok, READ across the end ok, READ after revoke IBV_WC_REM_ACCESS_ERR, READ after re-bind ok, READ after SEND_WITH_INV IBV_WC_REM_ACCESS_ERR"
+  assert_line "client: read \"slot 5 of the server's pool\""
+  # The READ across the end returned bytes of slot 6: rxe checks the MR's bounds, not the window's.
+  assert_line --regexp '^client: the window.s end was NOT enforced: got ".*slot 6 o", whose last 8 bytes are slot 6$'
+  run cat "$SERVER_OUT"
+  assert_line "result: granted slot 5 through a type 2 window, revoked and re-bound it"
+  assert_line 'server: slot 5 now holds "written by the client through the window"'
+  assert_line --regexp '^server: revoked the window: IBV_WR_LOCAL_INV of rkey 0x[0-9a-f]+$'
+  # An access error moves the responder's QP to ERR too; both sides recover.
+  assert_line "server: the client's READ after the revoke failed; our QP is IBV_QPS_ERR"
+  [[ $(grep -c "reset and back in RTS" "$SERVER_OUT") -eq 2 ]]
+}
+
+@test "a type 2 re-bind keeps the window's index and adds one to the key byte (ibv_inc_rkey)" {
+  run_pair
+  assert_success
+  line=$(grep '^client: the server bound the window again' <<<"$output")
+  [[ $line =~ rkey\ 0x([0-9a-f]+)\ -\>\ 0x([0-9a-f]+) ]] || fail "no rkeys in: $line"
+  old=$((16#${BASH_REMATCH[1]})) new=$((16#${BASH_REMATCH[2]}))
+  assert_equal "$((new >> 8))" "$((old >> 8))"
+  assert_equal "$((new & 0xff))" "$(((old + 1) & 0xff))"
+}
+
+@test "the client's SEND_WITH_INV invalidates the server's window, and the server's completion names the rkey" {
+  run_pair
+  assert_success
+  rkey=$(sed -n 's/^client: gave the window back with SEND_WITH_INV of rkey \(0x[0-9a-f]*\)$/\1/p' <<<"$output")
+  [[ -n $rkey ]] || fail "the client did not give the window back"
+  run cat "$SERVER_OUT"
+  # rxe on Linux 6.1 does not set IBV_WC_WITH_INV (it sets 0x4): the lesson shows the raw flags.
+  assert_line "server: IBV_WC_RECV, invalidated_rkey $rkey, IBV_WC_WITH_INV not set (wc_flags 0x5)"
+}
+
+@test "a type 1 window: bound by ibv_bind_mw, revoked by a zero-length bind, and nobody can invalidate it remotely" {
+  run_pair -w 1
+  assert_success
+  assert_equal "$SERVER_STATUS" 0
+  assert_line "result: READ inside ok, WRITE inside ok, READ across the end ok, READ after revoke IBV_WC_REM_ACCESS_ERR, READ after re-bind ok"
+  refute_line --partial "SEND_WITH_INV"
+  run cat "$SERVER_OUT"
+  assert_line "result: granted slot 5 through a type 1 window, revoked and re-bound it"
+  assert_line --regexp '^server: revoked the window: ibv_bind_mw with length 0; rkey 0x[0-9a-f]+ is now 0x[0-9a-f]+$'
+}
+
+@test "both sides print the device's memory window capabilities, as ibv_devinfo -v has them" {
+  run_pair
+  assert_success
+  devinfo=$(ibv_devinfo -v -d "$RDMA_DEV")
+  yes_no() { if grep -qx "[[:space:]]*$1" <<<"$devinfo"; then echo yes; else echo no; fi; }
+  max_mw=$(awk '/max_mw:/ { print $2 }' <<<"$devinfo")
+  expected="memory windows: type 1 $(yes_no MEM_WINDOW), type 2A $(yes_no MEM_WINDOW_TYPE_2A), type 2B $(yes_no MEM_WINDOW_TYPE_2B); max_mw $max_mw"
+  assert_line "client: $expected"
+  run cat "$SERVER_OUT"
+  assert_line "server: $expected"
+}
+
+@test "the server's MR grants no remote access of its own: only the window opens the pool" {
+  run_pair
+  assert_success
+  run cat "$SERVER_OUT"
+  assert_line --regexp '^server: pool of 16 x 256 bytes, MR rkey 0x[0-9a-f]+ \(IBV_ACCESS_MW_BIND \| IBV_ACCESS_LOCAL_WRITE, no remote access\)$'
+  assert_line --regexp '^server: ibv_alloc_mw type 2: rkey 0x[0-9a-f]+, not bound yet$'
+}
+
+@test "-h prints every option with its default; misuse is one line and exit 2" {
+  run -0 ./lesson14 -h
+  assert_line --partial "-w, --window-type=TYPE server: 1 (ibv_bind_mw) or 2 (a bind work request) (default: 2)"
+  assert_line --partial "(default: 18515)"
+  run -2 --separate-stderr ./lesson14 -w 3
+  assert_equal "$stderr" "lesson14: -w: '3' is out of range 1..2 (see lesson14 -h)"
+  run -2 --separate-stderr ./lesson14 -w 1 127.0.0.1
+  assert_equal "$stderr" "lesson14: -w is a server option; the client uses whatever window it gets (see lesson14 -h)"
+}
+
+@test "a client refuses a server of another lesson" {
+  local py=/usr/bin/python3
+  [[ -x $py ]] || py=python3
+  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" offer 6 0x7f0000001000 16
+  wait_for_server_line "fake peer listening" 10
+  run --separate-stderr ./lesson14 -p "$PORT" --timeout 10 127.0.0.1
+  assert_failure 1
+  [[ $stderr == *"runs lesson 6, this is lesson 14"* ]] || fail "stderr: $stderr"
+  refute_output --partial "result:"
+}
