@@ -169,8 +169,8 @@ std::string receive_token(wb::Connection& conn, int timeout_s, const char* durin
 // Type 2: the bind is a work request on the QP, and we choose the new key
 // byte ourselves: ibv_inc_rkey adds one to the low 8 bits of the rkey, so
 // that an rkey handed out before cannot match the new binding.
-uint32_t bind_type2(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint32_t old_rkey,
-                    int timeout_s) {
+uint32_t bind_type2(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t addr, unsigned access,
+                    uint32_t old_rkey, int timeout_s) {
     const uint32_t new_rkey = ibv_inc_rkey(old_rkey);
     ibv_send_wr wr = {
         .wr_id = kBindId,
@@ -179,7 +179,7 @@ uint32_t bind_type2(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t add
         .bind_mw = {
             .mw = mw,
             .rkey = new_rkey,
-            .bind_info = {.mr = mr, .addr = addr, .length = kSlotBytes, .mw_access_flags = kWindowAccess},
+            .bind_info = {.mr = mr, .addr = addr, .length = kSlotBytes, .mw_access_flags = access},
         },
     };
     ibv_send_wr* bad = nullptr;
@@ -200,11 +200,11 @@ uint32_t bind_type2(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t add
 // allows mr = NULL then; rdma-core's rxe provider crashes on it, measured,
 // so we pass the MR with length 0.)
 uint32_t bind_type1(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t length,
-                    int timeout_s) {
+                    unsigned access, int timeout_s) {
     ibv_mw_bind bind = {
         .wr_id = kBindId,
         .send_flags = IBV_SEND_SIGNALED,
-        .bind_info = {.mr = mr, .addr = addr, .length = length, .mw_access_flags = length ? kWindowAccess : 0},
+        .bind_info = {.mr = mr, .addr = addr, .length = length, .mw_access_flags = access},
     };
     CHECK_RC(ibv_bind_mw(qp, mw, &bind));
     const ibv_wc wc = wait_completion(cq, timeout_s, "ibv_bind_mw");
@@ -342,8 +342,10 @@ int main(int argc, char** argv) {
         wb::send_token(conn, "RTR!");
 
         // 6. Bind the window over slot 5 and tell the client where it is.
-        uint32_t rkey = type == 1 ? bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, kSlotBytes, opt.timeout_s)
-                                  : bind_type2(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, mw->rkey, opt.timeout_s);
+        uint32_t rkey = type == 1 ? bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, kSlotBytes,
+                                               kWindowAccess, opt.timeout_s)
+                                  : bind_type2(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, kWindowAccess,
+                                               mw->rkey, opt.timeout_s);
         std::printf("server: bound the window over slot %u (%u bytes at 0x%llx): rkey 0x%x\n", kWindowSlot, kSlotBytes,
                     static_cast<unsigned long long>(slot_addr), rkey);
         send_window(conn, slot_addr, kSlotBytes, rkey);
@@ -369,7 +371,7 @@ int main(int argc, char** argv) {
             invalidate_type2(qp.get(), cq.get(), rkey, opt.timeout_s);
             std::printf("server: revoked the window: IBV_WR_LOCAL_INV of rkey 0x%x\n", rkey);
         } else {
-            const uint32_t unbound = bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, 0, opt.timeout_s);
+            const uint32_t unbound = bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, 0, 0, opt.timeout_s);
             std::printf("server: revoked the window: ibv_bind_mw with length 0; rkey 0x%x is now 0x%x\n", rkey, unbound);
         }
         wb::send_token(conn, "REVK");
@@ -377,8 +379,10 @@ int main(int argc, char** argv) {
 
         // 11. Bind again, over the same slot: a new rkey, only its key byte differs.
         const uint32_t old_rkey = rkey;
-        rkey = type == 1 ? bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, kSlotBytes, opt.timeout_s)
-                         : bind_type2(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, old_rkey, opt.timeout_s);
+        rkey = type == 1 ? bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, kSlotBytes, kWindowAccess,
+                                      opt.timeout_s)
+                         : bind_type2(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, kWindowAccess, old_rkey,
+                                      opt.timeout_s);
         std::printf("server: bound again: rkey 0x%x -> 0x%x\n", old_rkey, rkey);
         // Type 2: a receive for the client's SEND_WITH_INV (step 12), posted
         // before the client learns the new rkey. No buffer: that SEND is empty.

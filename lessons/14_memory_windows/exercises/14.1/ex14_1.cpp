@@ -1,0 +1,484 @@
+// ex14_1.cpp - exercise 14.1: a read-only window over the same slot.
+//
+// Lesson 14, with one server option more: -r binds the window with
+// IBV_ACCESS_REMOTE_READ only. The client is unchanged: it still tries its
+// WRITE inside the window, and with -r the server's NIC must refuse it
+// (IBV_WC_REM_ACCESS_ERR), while every READ behaves as in the lesson. The
+// MR behind the window does not change: a window's rights are its own.
+//
+//     ./ex14_1 -r                   server: a read-only type 2 window
+//     ./ex14_1 -r -w 1              server: a read-only type 1 window
+//     ./ex14_1 127.0.0.1            client: as in the lesson
+//
+// The task is in README.md beside this file; `make grade EX=14.1` checks it.
+// Read more: docs/lesson14-memory-windows.md, man ibv_bind_mw (mw_access_flags).
+#include <infiniband/verbs.h>
+
+#include <endian.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "check.hpp"
+#include "connect.hpp"
+#include "device.hpp"
+#include "exchange.hpp"
+#include "handles.hpp"
+#include "options.hpp"
+
+namespace {
+
+constexpr uint16_t kLesson = 14;  // sent in the exchange: both sides run this lesson's protocol
+
+// The server's pool: 16 slots of 256 bytes, registered once. The window covers one slot.
+constexpr uint32_t kSlots = 16;
+constexpr uint32_t kSlotBytes = 256;
+constexpr uint32_t kWindowSlot = 5;
+// What the window lets the peer do. The MR itself grants no remote access at all.
+constexpr unsigned kWindowAccess = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+// The client's buffer: one slot to READ into, one to WRITE from.
+constexpr uint32_t kClientBytes = 2 * kSlotBytes;
+// The READ across the window's end: this many bytes, half of them past it.
+constexpr uint32_t kStraddleBytes = 16;
+const char* const kWritten = "written by the client through the window";
+
+// wr_id: our own labels, handed back in the completions.
+constexpr uint64_t kBindId = 1, kInvalidateId = 2, kReadId = 3, kWriteId = 4, kSendId = 5, kRecvId = 6;
+
+// The window as the server announces it on TCP: a fixed 16-byte message,
+// big-endian. addr is the server's virtual address of the slot (windows on
+// rxe are never zero-based), length its size, rkey the window's key.
+struct WindowMsg {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t rkey;
+};
+static_assert(sizeof(WindowMsg) == 16);
+
+// An ibv_mw, released by ibv_dealloc_mw (the way common/handles.hpp wraps the others).
+struct MwRelease {
+    void operator()(ibv_mw* mw) const noexcept {
+        if (int rc = ibv_dealloc_mw(mw); rc != 0) wb::report_release_failure("ibv_dealloc_mw", rc);
+    }
+};
+using MemoryWindow = std::unique_ptr<ibv_mw, MwRelease>;
+
+void send_window(wb::Connection& conn, uint64_t addr, uint32_t length, uint32_t rkey) {
+    const WindowMsg m = {.addr = htobe64(addr), .length = htobe32(length), .rkey = htobe32(rkey)};
+    wb::send_all(conn, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&m), sizeof m));
+}
+
+// The client takes the window's address and rkey as they come (only the
+// server's NIC can judge them), but never a length beyond its own buffer.
+WindowMsg receive_window(wb::Connection& conn, int timeout_s) {
+    WindowMsg m{};
+    if (!wb::recv_exact(conn, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&m), sizeof m), timeout_s))
+        wb::fail("the server closed the connection instead of sending the window", "see the server's output");
+    const WindowMsg w = {.addr = be64toh(m.addr), .length = be32toh(m.length), .rkey = be32toh(m.rkey)};
+    if (w.length == 0 || w.length > kSlotBytes)
+        wb::fail("the server offers a window of " + std::to_string(w.length) + " bytes; this client handles 1.." +
+                     std::to_string(kSlotBytes),
+                 "is the server a lesson-14 server of this workbook?");
+    return w;
+}
+
+// Lesson 3's polling loop, bounded, returning the completion whatever its
+// status: here a failed completion is an outcome to show, not a reason to exit.
+ibv_wc wait_completion(ibv_cq* cq, int timeout_s, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    ibv_wc wc{};
+    for (;;) {
+        const int n = ibv_poll_cq(cq, 1, &wc);
+        if (n < 0) wb::fail("ibv_poll_cq(cq, 1, &wc) failed (returned " + std::to_string(n) + ")");
+        if (n == 1) return wc;
+        if (std::chrono::steady_clock::now() > deadline)
+            wb::fail(std::string("no completion for ") + what + " within " + std::to_string(timeout_s) + " s");
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+}
+
+// "ok", or the status's enum name: what each step adds to the result line.
+std::string outcome(const ibv_wc& wc) {
+    return wc.status == IBV_WC_SUCCESS ? "ok" : wb::wc_status_name(wc.status);
+}
+
+// Bring a QP back to RTS after an error moved it to ERR, on both sides at
+// once: ERR -> RESET (which empties its queues), then lesson 3's three
+// transitions with a FRESH PSN, exchanged again over TCP like the first time.
+// Creating a new QP would do as well, but a type 2 window belongs to the QP
+// it was bound through, so the server keeps its QP and resets it.
+void recover(ibv_qp* qp, const wb::PortAddress& addr, wb::Connection& conn, unsigned remote_access,
+             bool is_server, int timeout_s) {
+    ibv_qp_attr attr = {.qp_state = IBV_QPS_RESET};
+    CHECK_RC(ibv_modify_qp(qp, &attr, IBV_QP_STATE));
+    wb::qp_to_init(qp, addr, remote_access);
+    const uint32_t psn = wb::random_psn();
+    const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp, psn, addr), timeout_s);
+    wb::qp_to_rtr(qp, addr, peer);
+    wb::qp_to_rts(qp, psn);
+    if (is_server) {
+        wb::send_token(conn, "RTR!");  // lesson 4, step 8
+    } else {
+        wb::expect_token(conn, "RTR!", timeout_s);
+    }
+    std::printf("%s: QP 0x%x reset and back in RTS (new PSN %u)\n", is_server ? "server" : "client", qp->qp_num, psn);
+}
+
+// A 4-byte token of several possible ones (expect_token waits for one only).
+std::string receive_token(wb::Connection& conn, int timeout_s, const char* during) {
+    std::string token(4, '\0');
+    if (!wb::recv_exact(conn, std::span<uint8_t>(reinterpret_cast<uint8_t*>(token.data()), 4), timeout_s))
+        wb::fail(std::string("the peer closed the connection during the ") + during, "see the peer's output");
+    return token;
+}
+
+// ---- the server's window operations ----
+
+// Type 2: the bind is a work request on the QP, and we choose the new key
+// byte ourselves: ibv_inc_rkey adds one to the low 8 bits of the rkey, so
+// that an rkey handed out before cannot match the new binding.
+uint32_t bind_type2(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t addr, unsigned access,
+                    uint32_t old_rkey, int timeout_s) {
+    const uint32_t new_rkey = ibv_inc_rkey(old_rkey);
+    ibv_send_wr wr = {
+        .wr_id = kBindId,
+        .opcode = IBV_WR_BIND_MW,
+        .send_flags = IBV_SEND_SIGNALED,
+        .bind_mw = {
+            .mw = mw,
+            .rkey = new_rkey,
+            .bind_info = {.mr = mr, .addr = addr, .length = kSlotBytes, .mw_access_flags = access},
+        },
+    };
+    ibv_send_wr* bad = nullptr;
+    CHECK_RC(ibv_post_send(qp, &wr, &bad));
+    const ibv_wc wc = wait_completion(cq, timeout_s, "the IBV_WR_BIND_MW");
+    wb::check_wc(wc, "the bind (IBV_WR_BIND_MW)", "the MR needs IBV_ACCESS_MW_BIND, and a type 2 window must be "
+                                                  "invalidated before it is bound again");
+    // The next bind names the window by its CURRENT rkey (mw->rkey), and
+    // rdma-core's rxe provider does not update it after a bind work request:
+    // without this line the second bind fails with IBV_WC_MW_BIND_ERR (measured).
+    mw->rkey = new_rkey;
+    return new_rkey;
+}
+
+// Type 1: ibv_bind_mw, a verb of its own (rdma-core posts it on the QP for
+// us); the library picks the new rkey and stores it in mw->rkey. With a zero
+// length it UNBINDS: that is how a type 1 window is revoked. (The man page
+// allows mr = NULL then; rdma-core's rxe provider crashes on it, measured,
+// so we pass the MR with length 0.)
+uint32_t bind_type1(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t length,
+                    unsigned access, int timeout_s) {
+    ibv_mw_bind bind = {
+        .wr_id = kBindId,
+        .send_flags = IBV_SEND_SIGNALED,
+        .bind_info = {.mr = mr, .addr = addr, .length = length, .mw_access_flags = access},
+    };
+    CHECK_RC(ibv_bind_mw(qp, mw, &bind));
+    const ibv_wc wc = wait_completion(cq, timeout_s, "ibv_bind_mw");
+    wb::check_wc(wc, "ibv_bind_mw", "the MR needs IBV_ACCESS_MW_BIND");
+    return mw->rkey;
+}
+
+// Type 2 revoked by its owner: IBV_WR_LOCAL_INV of the window's current rkey.
+void invalidate_type2(ibv_qp* qp, ibv_cq* cq, uint32_t rkey, int timeout_s) {
+    ibv_send_wr wr = {
+        .wr_id = kInvalidateId,
+        .opcode = IBV_WR_LOCAL_INV,
+        .send_flags = IBV_SEND_SIGNALED,
+        .invalidate_rkey = rkey,
+    };
+    ibv_send_wr* bad = nullptr;
+    CHECK_RC(ibv_post_send(qp, &wr, &bad));
+    wb::check_wc(wait_completion(cq, timeout_s, "the IBV_WR_LOCAL_INV"), "the IBV_WR_LOCAL_INV");
+}
+
+// ---- the client's operations ----
+
+// One signaled READ or WRITE of `length` bytes between our buffer and the
+// server's `remote_addr`, with `rkey`; returns its completion, error or not.
+ibv_wc rdma(ibv_qp* qp, ibv_cq* cq, ibv_mr* mr, ibv_wr_opcode op, uint64_t remote_addr, uint32_t rkey,
+            uint32_t length, int timeout_s) {
+    const bool read = op == IBV_WR_RDMA_READ;
+    ibv_sge sge = {
+        .addr = reinterpret_cast<uintptr_t>(mr->addr) + (read ? 0 : kSlotBytes),  // READs land in the first half
+        .length = length,
+        .lkey = mr->lkey,
+    };
+    ibv_send_wr wr = {
+        .wr_id = read ? kReadId : kWriteId,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = op,
+        .send_flags = IBV_SEND_SIGNALED,
+        .wr = {.rdma = {.remote_addr = remote_addr, .rkey = rkey}},
+    };
+    ibv_send_wr* bad = nullptr;
+    CHECK_RC(ibv_post_send(qp, &wr, &bad));
+    return wait_completion(cq, timeout_s, read ? "the RDMA READ" : "the RDMA WRITE");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string type_text, read_only_text;
+    const wb::ExtraOption extra[] = {
+        {'w', "window-type", "TYPE",
+         "server: 1 (ibv_bind_mw) or 2 (a bind work request) (default: 2)", &type_text},
+        {'r', "read-only", nullptr, "server: the window grants REMOTE_READ only (default: READ and WRITE)",
+         &read_only_text},
+    };
+    const wb::Usage usage = {
+        .synopsis = "[options]        server: grant one slot of a pool through a memory window\n"
+                    "  lesson14 [options] HOST   client: access it inside, past its end, revoked, re-bound",
+        .summary = "exercise 14.1: a read-only memory window",
+    };
+    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
+    const bool is_server = opt.args.empty();
+    if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
+    if (!is_server && opt.given('w')) wb::usage_error("-w is a server option; the client uses whatever window it gets");
+    if (!is_server && opt.given('r')) wb::usage_error("-r is a server option");
+    const bool read_only = opt.given('r');
+    const int type = opt.given('w') ? static_cast<int>(wb::parse_range(type_text, "-w", 1, 2)) : 2;
+    const char* me = is_server ? "server" : "client";
+
+    // 1. Device, port and address (lesson 1's walk), and what the device says
+    //    about windows: device_cap_flags has one bit for type 1 and one for
+    //    each flavour of type 2 (2A: bound to a QP number; 2B: bound to the QP
+    //    and checked against it, the one rxe implements).
+    wb::Context ctx = wb::open_device(opt.device);
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
+    wb::print_address(ibv_get_device_name(ctx->device), addr);
+    ibv_device_attr dev{};
+    CHECK_RC(ibv_query_device(ctx.get(), &dev));
+    const auto yes = [&](unsigned flag) { return (dev.device_cap_flags & flag) ? "yes" : "no"; };
+    std::printf("%s: memory windows: type 1 %s, type 2A %s, type 2B %s; max_mw %d\n", me,
+                yes(IBV_DEVICE_MEM_WINDOW), yes(IBV_DEVICE_MEM_WINDOW_TYPE_2A), yes(IBV_DEVICE_MEM_WINDOW_TYPE_2B),
+                dev.max_mw);
+
+    // 2. The objects of an RC connection, in creation order (reverse destruction: lesson 2).
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
+    // One CQ for everything; one completion is outstanding at a time.
+    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), 4, nullptr, nullptr, 0))};
+    ibv_qp_init_attr qp_attr = {
+        .send_cq = cq.get(),
+        .recv_cq = cq.get(),
+        .cap = {
+            .max_send_wr = 2,   // one bind, READ, WRITE or SEND at a time (2: a little slack)
+            .max_recv_wr = 1,   // the server's one receive, for the client's SEND_WITH_INV
+            .max_send_sge = 1,
+            .max_recv_sge = 1,
+        },
+        .qp_type = IBV_QPT_RC,  // windows, READ and WRITE need a reliable connection
+    };
+    wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
+    const uint32_t psn = wb::random_psn();
+    // The server's QP must allow what the window allows: a window does not
+    // bypass qp_access_flags. The client allows nothing.
+    const unsigned qp_access = is_server ? kWindowAccess : 0;
+
+    if (is_server) {
+        // 3. The pool, registered ONCE. IBV_ACCESS_MW_BIND: windows may be
+        //    bound onto it. IBV_ACCESS_LOCAL_WRITE: a window that grants
+        //    REMOTE_WRITE needs its MR to be locally writable (the verbs spec
+        //    requires it; the bind fails without). And NO REMOTE_* flag: the
+        //    MR's own rkey must open nothing, so that the windows are the only
+        //    way in. Each slot starts with its name, so a READ shows which one it got.
+        wb::Buffer pool = wb::alloc_buffer(kSlots * kSlotBytes);
+        for (uint32_t i = 0; i < kSlots; ++i)
+            std::snprintf(pool.get() + i * kSlotBytes, kSlotBytes, "slot %u of the server's pool", i);
+        wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), pool.get(), kSlots * kSlotBytes,
+                                                 IBV_ACCESS_MW_BIND | IBV_ACCESS_LOCAL_WRITE),
+                                      "ulimit -l: is locked memory limited?")};
+        char* slot = pool.get() + kWindowSlot * kSlotBytes;
+        const uint64_t slot_addr = reinterpret_cast<uintptr_t>(slot);
+        std::printf("server: pool of %u x %u bytes, MR rkey 0x%x (IBV_ACCESS_MW_BIND | IBV_ACCESS_LOCAL_WRITE, "
+                    "no remote access)\n", kSlots, kSlotBytes, mr->rkey);
+
+        // TODO(14.1): with -r (read_only), the window grants IBV_ACCESS_REMOTE_READ only.
+        const unsigned window_access = kWindowAccess;
+        (void)read_only;
+
+        // 4. The window: allocated unbound; it grants nothing until it is bound.
+        MemoryWindow mw{CHECK_PTR(ibv_alloc_mw(pd.get(), type == 1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2),
+                                  type == 1 ? "does the device have MEM_WINDOW? (the line above)"
+                                            : "does the device have MEM_WINDOW_TYPE_2A or 2B? (the line above)")};
+        std::printf("server: ibv_alloc_mw type %d: rkey 0x%x, not bound yet\n", type, mw->rkey);
+
+        // 5. Exchange and connect (lessons 4 and 6). A bind is posted on the
+        //    QP, so the window is bound only once the QP is in RTS.
+        wb::Listener listener(opt.tcp_port);
+        std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
+        wb::Connection conn = listener.accept(opt.accept_timeout_s());
+        const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
+        std::printf("server: client %s is QP 0x%x\n", conn.peer().c_str(), peer.qp_num);
+        wb::qp_to_init(qp.get(), addr, qp_access);
+        wb::qp_to_rtr(qp.get(), addr, peer);
+        wb::qp_to_rts(qp.get(), psn);
+        wb::send_token(conn, "RTR!");
+
+        // 6. Bind the window over slot 5 and tell the client where it is.
+        uint32_t rkey = type == 1 ? bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, kSlotBytes,
+                                               window_access, opt.timeout_s)
+                                  : bind_type2(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, window_access,
+                                               mw->rkey, opt.timeout_s);
+        std::printf("server: bound the window over slot %u (%u bytes at 0x%llx): rkey 0x%x\n", kWindowSlot, kSlotBytes,
+                    static_cast<unsigned long long>(slot_addr), rkey);
+        send_window(conn, slot_addr, kSlotBytes, rkey);
+
+        // 7-9. The client READs, WRITEs, then READs across the end; after
+        //    each it reports on TCP: "OK!!" or "ERR!". After an error both
+        //    sides recover. Our NIC answered those requests alone.
+        auto after_step = [&](const char* step) {
+            const std::string report = receive_token(conn, opt.timeout_s, step);
+            if (report == "OK!!") return;
+            if (report != "ERR!") wb::fail("the client sent \"" + wb::printable(report.data(), 4) + "\" after its " + step);
+            std::printf("server: the client's %s failed; our QP is %s\n", step, wb::qp_state_name(wb::query_state(qp.get())));
+            recover(qp.get(), addr, conn, qp_access, true, opt.timeout_s);
+        };
+        after_step("READ inside");
+        after_step("WRITE inside");
+        std::printf("server: slot %u now holds \"%s\"\n", kWindowSlot, wb::printable(slot, std::strlen(slot)).c_str());
+        after_step("READ across the end");
+
+        // 10. Revoke. Type 2: IBV_WR_LOCAL_INV of the rkey. Type 1: bind it to
+        //    nothing (length 0). Either way the old rkey opens nothing now.
+        if (type == 2) {
+            invalidate_type2(qp.get(), cq.get(), rkey, opt.timeout_s);
+            std::printf("server: revoked the window: IBV_WR_LOCAL_INV of rkey 0x%x\n", rkey);
+        } else {
+            const uint32_t unbound = bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, 0, 0, opt.timeout_s);
+            std::printf("server: revoked the window: ibv_bind_mw with length 0; rkey 0x%x is now 0x%x\n", rkey, unbound);
+        }
+        wb::send_token(conn, "REVK");
+        after_step("READ after the revoke");
+
+        // 11. Bind again, over the same slot: a new rkey, only its key byte differs.
+        const uint32_t old_rkey = rkey;
+        rkey = type == 1 ? bind_type1(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, kSlotBytes, window_access,
+                                      opt.timeout_s)
+                         : bind_type2(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, window_access, old_rkey,
+                                      opt.timeout_s);
+        std::printf("server: bound again: rkey 0x%x -> 0x%x\n", old_rkey, rkey);
+        // Type 2: a receive for the client's SEND_WITH_INV (step 12), posted
+        // before the client learns the new rkey. No buffer: that SEND is empty.
+        if (type == 2) {
+            ibv_recv_wr wr = {.wr_id = kRecvId, .sg_list = nullptr, .num_sge = 0};
+            ibv_recv_wr* bad = nullptr;
+            CHECK_RC(ibv_post_recv(qp.get(), &wr, &bad));
+        }
+        send_window(conn, slot_addr, kSlotBytes, rkey);
+        after_step("READ after the re-bind");
+        wb::send_token(conn, type == 2 ? "INV?" : "FIN!");  // type 2: please give the window back
+
+        // 12. Type 2: the client hands the window back with SEND_WITH_INV. Our
+        //    NIC invalidates the rkey BEFORE our receive completes, and the
+        //    completion says which rkey it was: no race with a late access.
+        if (type == 2) {
+            const ibv_wc wc = wait_completion(cq.get(), opt.timeout_s, "the client's SEND_WITH_INV");
+            wb::check_wc(wc, "the receive of the SEND_WITH_INV");
+            // IBV_WC_WITH_INV (0x8) should say "this SEND invalidated an rkey".
+            // rxe on Linux 6.1 sets 0x4 instead (the kernel's own flag value,
+            // which libibverbs calls IBV_WC_IP_CSUM_OK); invalidated_rkey is right.
+            const bool with_inv = wc.wc_flags & IBV_WC_WITH_INV;
+            std::printf("server: %s, invalidated_rkey 0x%x, IBV_WC_WITH_INV %s (wc_flags 0x%x)\n",
+                        wb::wc_opcode_str(wc.opcode), wc.invalidated_rkey, with_inv ? "set" : "not set", wc.wc_flags);
+            wb::send_token(conn, "INV!");
+            after_step("READ after the SEND_WITH_INV");
+        }
+        wb::expect_token(conn, "DONE", opt.timeout_s);
+        std::printf("result: granted slot %u through a type %d window, revoked and re-bound it\n", kWindowSlot, type);
+        return 0;
+    }
+
+    // Client.
+    // 3. One buffer: READs land in its first half (our NIC writes there:
+    //    LOCAL_WRITE), WRITEs go out from its second half. No REMOTE_* flag.
+    wb::Buffer buf = wb::alloc_buffer(kClientBytes);
+    wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), kClientBytes, IBV_ACCESS_LOCAL_WRITE),
+                                  "ulimit -l: is locked memory limited?")};
+
+    // 4. Exchange and connect; then the server binds its window and tells us.
+    wb::Connection conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
+    const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
+    std::printf("client: server %s is QP 0x%x\n", conn.peer().c_str(), peer.qp_num);
+    wb::qp_to_init(qp.get(), addr, qp_access);
+    wb::qp_to_rtr(qp.get(), addr, peer);
+    wb::qp_to_rts(qp.get(), psn);
+    wb::expect_token(conn, "RTR!", opt.timeout_s);
+    WindowMsg w = receive_window(conn, opt.timeout_s);
+    std::printf("client: the server grants %u bytes at 0x%llx, rkey 0x%x\n", w.length,
+                static_cast<unsigned long long>(w.addr), w.rkey);
+
+    // Each step: one READ or WRITE, its outcome printed and reported to the
+    // server; after an error both QPs are in ERR and both sides recover.
+    std::string result;
+    auto step = [&](const char* name, ibv_wr_opcode op, uint64_t remote_addr, uint32_t rkey, uint32_t length) {
+        const ibv_wc wc = rdma(qp.get(), cq.get(), mr.get(), op, remote_addr, rkey, length, opt.timeout_s);
+        std::printf("client: %s: %s (%s)\n", name, outcome(wc).c_str(), ibv_wc_status_str(wc.status));
+        result += (result.empty() ? "" : ", ") + std::string(name) + " " + outcome(wc);
+        if (wc.status == IBV_WC_SUCCESS) {
+            wb::send_token(conn, "OK!!");
+            return true;
+        }
+        std::printf("client: our QP is %s\n", wb::qp_state_name(wb::query_state(qp.get())));
+        wb::send_token(conn, "ERR!");
+        recover(qp.get(), addr, conn, qp_access, false, opt.timeout_s);
+        return false;
+    };
+
+    // 5. READ the whole window: the slot's text.
+    if (step("READ inside", IBV_WR_RDMA_READ, w.addr, w.rkey, w.length))
+        std::printf("client: read \"%s\"\n", wb::printable(buf.get(), strnlen(buf.get(), w.length)).c_str());
+    // 6. WRITE into the window (the server prints what landed).
+    std::snprintf(buf.get() + kSlotBytes, kSlotBytes, "%s", kWritten);
+    step("WRITE inside", IBV_WR_RDMA_WRITE, w.addr, w.rkey, static_cast<uint32_t>(std::strlen(kWritten) + 1));
+    // 7. READ 16 bytes across the window's end: 8 inside, 8 in slot 6. The
+    //    window must refuse the whole request; the MR behind it is larger.
+    //    rxe on Linux 6.1 checks only the MR's bounds and lets it through:
+    //    then we say so, with the bytes we should never have seen.
+    if (step("READ across the end", IBV_WR_RDMA_READ, w.addr + w.length - kStraddleBytes / 2, w.rkey, kStraddleBytes))
+        std::printf("client: the window's end was NOT enforced: got \"%s\", whose last %u bytes are slot %u\n",
+                    wb::printable(buf.get(), kStraddleBytes).c_str(), kStraddleBytes / 2, kWindowSlot + 1);
+
+    // 8. The server revokes the window; we try the old rkey.
+    wb::expect_token(conn, "REVK", opt.timeout_s);
+    std::printf("client: the server revoked the window\n");
+    step("READ after revoke", IBV_WR_RDMA_READ, w.addr, w.rkey, w.length);
+
+    // 9. The server binds the window again: a new rkey.
+    const uint32_t old_rkey = w.rkey;
+    w = receive_window(conn, opt.timeout_s);
+    std::printf("client: the server bound the window again: rkey 0x%x -> 0x%x (key byte 0x%02x -> 0x%02x)\n",
+                old_rkey, w.rkey, old_rkey & 0xff, w.rkey & 0xff);
+    step("READ after re-bind", IBV_WR_RDMA_READ, w.addr, w.rkey, w.length);
+
+    // 10. A type 2 server asks for the window back ("INV?"): an empty
+    //    SEND_WITH_INV carrying the rkey; the server's NIC invalidates it on
+    //    arrival. A type 1 window cannot be invalidated this way ("FIN!").
+    if (receive_token(conn, opt.timeout_s, "wait for INV? or FIN!") == "INV?") {
+        ibv_send_wr wr = {
+            .wr_id = kSendId,
+            .sg_list = nullptr,
+            .num_sge = 0,  // no payload: the message is the invalidation
+            .opcode = IBV_WR_SEND_WITH_INV,
+            .send_flags = IBV_SEND_SIGNALED,
+            .invalidate_rkey = w.rkey,
+        };
+        ibv_send_wr* bad = nullptr;
+        CHECK_RC(ibv_post_send(qp.get(), &wr, &bad));
+        wb::check_wc(wait_completion(cq.get(), opt.timeout_s, "the SEND_WITH_INV"), "the SEND_WITH_INV");
+        wb::expect_token(conn, "INV!", opt.timeout_s);
+        std::printf("client: gave the window back with SEND_WITH_INV of rkey 0x%x\n", w.rkey);
+        step("READ after SEND_WITH_INV", IBV_WR_RDMA_READ, w.addr, w.rkey, w.length);
+    }
+    wb::send_token(conn, "DONE");
+    std::printf("result: %s\n", result.c_str());
+    return 0;
+}
