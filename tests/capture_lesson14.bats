@@ -69,7 +69,12 @@ fields() {
   rebound=$(sed -n 's/^\[b\] client: gave the window back with SEND_WITH_INV of rkey 0x\([0-9a-f]*\)$/\1/p' \
     "$BATS_FILE_TMPDIR/capture.out")
   [[ -n $rebound ]] || fail "the client never gave the window back"
+  # Every SEND Only with Invalidate (one; rxe has been seen to send it twice,
+  # same PSN, 2 ms apart) carries in its IETH the rkey as 4 big-endian
+  # bytes, which tshark prints as 8 hex digits.
   run fields "infiniband.bth.opcode == 23" -e infiniband.ieth
-  # The IETH is the rkey as 4 big-endian bytes, which tshark prints as 8 hex digits.
+  assert_success
+  [[ -n $output ]] || fail "no SEND Only with Invalidate (opcode 23) in the capture"
+  run sort -u <<<"$output"
   assert_output "$(printf '%08x' "$((16#$rebound))")"
 }

@@ -96,6 +96,7 @@ run_pair() {
   assert_line --partial "-w, --window-type=TYPE server: 1 (ibv_bind_mw) or 2 (a bind work request) (default: 2)"
   assert_line --partial "(default: 18515)"
   run -2 --separate-stderr ./lesson14 -w 3
+  # shellcheck disable=SC2154 # $stderr is set by run --separate-stderr
   assert_equal "$stderr" "lesson14: -w: '3' is out of range 1..2 (see lesson14 -h)"
   run -2 --separate-stderr ./lesson14 -w 1 127.0.0.1
   assert_equal "$stderr" "lesson14: -w is a server option; the client uses whatever window it gets (see lesson14 -h)"
