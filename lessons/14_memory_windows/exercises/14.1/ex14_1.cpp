@@ -366,15 +366,17 @@ int main(int argc, char** argv) {
                          : bind_type2(qp.get(), cq.get(), mw.get(), mr.get(), slot_addr, window_access, old_rkey,
                                       opt.timeout_s);
         std::printf("server: bound again: rkey 0x%x -> 0x%x\n", old_rkey, rkey);
+        send_window(conn, slot_addr, kSlotBytes, rkey);
+        after_step("READ after the re-bind");
         // Type 2: a receive for the client's SEND_WITH_INV (step 12), posted
-        // before the client learns the new rkey. No buffer: that SEND is empty.
+        // before we ask for it, and only now: a receive posted earlier would
+        // have been flushed by any error, and lost in the reset of recover().
+        // No buffer: that SEND is empty.
         if (type == 2) {
             ibv_recv_wr wr = {.wr_id = kRecvId, .sg_list = nullptr, .num_sge = 0};
             ibv_recv_wr* bad = nullptr;
             CHECK_RC(ibv_post_recv(qp.get(), &wr, &bad));
         }
-        send_window(conn, slot_addr, kSlotBytes, rkey);
-        after_step("READ after the re-bind");
         wb::send_token(conn, type == 2 ? "INV?" : "FIN!");  // type 2: please give the window back
 
         // 12. Type 2: the client hands the window back with SEND_WITH_INV. Our
