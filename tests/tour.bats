@@ -71,6 +71,9 @@ section() {
   refute_line --partial "failed"
   run section 9
   [[ $(grep -cx 'result: 2 + 3 = 5' <<<"$output") -eq 2 ]]
+  run section 14
+  assert_line "result: READ inside ok, WRITE inside ok, READ across the end ok, READ after revoke IBV_WC_REM_ACCESS_ERR, READ after re-bind ok, READ after SEND_WITH_INV IBV_WC_REM_ACCESS_ERR"
+  assert_line "result: granted slot 5 through a type 2 window, revoked and re-bound it"
 }
 
 @test "tour.sh N M runs only those lessons" {
