@@ -307,6 +307,9 @@ int main(int argc, char** argv) {
         const unsigned window_access = read_only ? unsigned{IBV_ACCESS_REMOTE_READ} : kWindowAccess;
 
         // 4. The window: allocated unbound; it grants nothing until it is bound.
+        //    Declared after the MR, so released before it: an MR with a window
+        //    bound to it cannot be deregistered (rxe: ibv_dereg_mr fails with
+        //    EINVAL, measured), and the PD then stays busy.
         MemoryWindow mw{CHECK_PTR(ibv_alloc_mw(pd.get(), type == 1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2),
                                   type == 1 ? "does the device have MEM_WINDOW? (the line above)"
                                             : "does the device have MEM_WINDOW_TYPE_2A or 2B? (the line above)")};
