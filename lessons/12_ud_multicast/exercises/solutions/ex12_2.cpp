@@ -202,6 +202,15 @@ std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const
     }
 }
 
+// The message's length in a UD receive: byte_len less the 40 GRH bytes it
+// also counts. A completion without IBV_WC_GRH, or shorter than 40 bytes,
+// is not one we can read (never trust a length beyond what it says).
+uint32_t message_length(const ibv_wc& wc) {
+    if (!(wc.wc_flags & IBV_WC_GRH) || wc.byte_len < kGrhBytes)
+        wb::fail("a UD receive without its 40-byte GRH (" + std::to_string(wc.byte_len) + " bytes)");
+    return wc.byte_len - kGrhBytes;
+}
+
 // One of the port's counters (rxe: /sys/class/infiniband/DEV/ports/N/hw_counters);
 // -1 when the device has no such counter. It is how we see a dropped datagram at all.
 long long port_counter(const char* device, uint8_t port, const char* name) {
@@ -371,9 +380,7 @@ int main(int argc, char** argv) {
         //    IBV_WC_GRH says they are there; wc.src_qp is the sender's QP.
         std::printf("server: waiting for the client's datagram\n");
         ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
-        if (!(wc.wc_flags & IBV_WC_GRH) || wc.byte_len < kGrhBytes)
-            wb::fail("a UD receive without its 40-byte GRH (" + std::to_string(wc.byte_len) + " bytes)");
-        const uint32_t len = wc.byte_len - kGrhBytes;
+        const uint32_t len = message_length(wc);
         std::printf("server: completion %s, %u bytes = 40 GRH + %u message, from QP 0x%x at %s\n",
                     wb::wc_opcode_str(wc.opcode), wc.byte_len, len, wc.src_qp,
                     addr.roce ? grh_source_ipv4(recv_buf.get()).c_str() : "(IB)");
@@ -452,7 +459,7 @@ int main(int argc, char** argv) {
                          " tries: every datagram was dropped (is the server running? is the Q_Key right?)");
 
     // 9. The answer: 40 GRH bytes, then the response.
-    const uint32_t len = answer->byte_len - kGrhBytes;
+    const uint32_t len = message_length(*answer);
     std::printf("client: completion %s, %u bytes = 40 GRH + %u message\n", wb::wc_opcode_str(answer->opcode),
                 answer->byte_len, len);
     const wb::SumResult r = wb::read_sum_response(recv_buf.get() + kGrhBytes, len, a, b);
@@ -662,7 +669,7 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
             const std::optional<ibv_wc> wc = poll_for(cqs[i].get(), kAnswerWait, "a multicast datagram (RECV)");
             if (!wc) break;
             const char* slot_start = buf.get() + (static_cast<size_t>(i) * count + wc->wr_id) * slot;
-            const uint32_t len = wc->byte_len - kGrhBytes;
+            const uint32_t len = message_length(*wc);
             const std::string text = wb::printable(slot_start + kGrhBytes, len);
             std::printf("receiver %d: \"%s\" from QP 0x%x at %s\n", i + 1, text.c_str(), wc->src_qp,
                         grh_source_ipv4(slot_start).c_str());
