@@ -1,0 +1,399 @@
+// SPOILER: a reference solution of exercise 12.1 (the starter is ../12.1/ex12_1.cpp).
+// ex12_1.cpp - exercise 12.1: the 40 bytes every UD receive begins with.
+//
+// Lesson 12's sum over UD, without the multicast half, and with the bug that
+// public UD examples have shipped more than once: the client's receive
+// buffer is exactly as long as the response it expects, and the client reads
+// the response from the first byte of that buffer. But a UD receive always
+// begins with 40 bytes for the packet's Global Route Header (IBV_WC_GRH),
+// and wc.byte_len counts them. The task is in README.md beside this file;
+// `make grade EX=12.1` runs the server and the client and checks the sum.
+//
+// Run it on one host (two terminals):
+//     ex12_1                           server
+//     ex12_1 127.0.0.1 2 3             client: what does its completion say?
+//
+// Verbs: IBV_QPT_UD, ibv_create_ah, ibv_post_send (wr.ud), ibv_post_recv,
+// ibv_poll_cq (IBV_WC_GRH, wc.byte_len); docs/lesson12-ud-multicast.md.
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>  // RDMA_UDP_QKEY
+
+#include <arpa/inet.h>
+#include <endian.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "check.hpp"
+#include "connect.hpp"
+#include "device.hpp"
+#include "exchange.hpp"
+#include "handles.hpp"
+#include "options.hpp"
+#include "sum_protocol.hpp"
+
+namespace {
+
+constexpr uint16_t kLesson = 12;  // sent in the exchange: a lesson-12 client only talks to a lesson-12 server
+
+// The Q_Key: a 32-bit number that a UD QP compares with the one every
+// incoming datagram carries (in its DETH header); a mismatch is dropped.
+// It is not a password (it travels in clear text), only a guard against
+// stray datagrams. Both sides use this one, so the exchange need not carry
+// it: it is rdma_cm's RDMA_UDP_QKEY (0x01234567), the Q_Key rdma_cm gives
+// every member of a multicast group in its UDP port space (--mcast below).
+constexpr uint32_t kQkey = RDMA_UDP_QKEY;
+
+// Every UD receive buffer begins with room for the 40-byte Global Route
+// Header of the packet that filled it (on RoCE v2 over IPv4, rxe puts the
+// 20-byte IPv4 header in its last 20 bytes). The NIC writes it whether or not
+// we want it; a buffer without the 40 bytes loses the end of the message.
+constexpr uint32_t kGrhBytes = 40;
+constexpr uint32_t kIpv4HeaderOffset = 20;  // where the IPv4 header starts in those 40 bytes
+
+// The client waits this long for an answer before it sends the request
+// again, at most kTries times: UD's only reliability is the one we write.
+constexpr std::chrono::milliseconds kAnswerWait{1000};
+constexpr int kTries = 4;
+// --no-recv: the server posts its receive this long after the exchange.
+constexpr std::chrono::milliseconds kLateReceive{1500};
+
+// The client can send up to this many bytes with -B, to try the path-MTU limit.
+constexpr uint32_t kMaxSendBytes = 4096;
+
+// wr_id: our own label for a work request, handed back in its completion.
+constexpr uint64_t kRecvId = 1;
+constexpr uint64_t kSendId = 2;
+
+// RESET -> INIT -> RTR -> RTS for a UD QP. Compare lesson 3's RC transitions:
+// INIT takes a Q_Key instead of access flags (a datagram can only be a SEND,
+// which never touches our memory), and RTR and RTS take no remote fields at
+// all: no destination QP, no GID, no PSN to expect, no path MTU. A UD QP is
+// bound to no peer, so it can reach RTS before it knows anyone.
+void ud_qp_to_rts(ibv_qp* qp, const wb::PortAddress& a, uint32_t psn) {
+    ibv_qp_attr init = {
+        .qp_state = IBV_QPS_INIT,
+        .qkey = kQkey,      // incoming datagrams must carry this Q_Key
+        .pkey_index = 0,    // the default partition
+        .port_num = a.port,
+    };
+    CHECK_RC(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
+    ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR};
+    CHECK_RC(ibv_modify_qp(qp, &rtr, IBV_QP_STATE));
+    ibv_qp_attr rts = {
+        .qp_state = IBV_QPS_RTS,
+        .sq_psn = psn,      // 24-bit PSN of our first datagram; nobody checks UD's PSNs
+    };
+    CHECK_RC(ibv_modify_qp(qp, &rts, IBV_QP_STATE | IBV_QP_SQ_PSN));
+}
+
+// Post one receive of `length` bytes at `addr` inside `mr`. For UD, the
+// first kGrhBytes of it are the GRH's.
+void post_receive(ibv_qp* qp, const ibv_mr* mr, char* addr, uint32_t length, uint64_t id = kRecvId) {
+    ibv_sge sge = {
+        .addr = reinterpret_cast<uintptr_t>(addr),
+        .length = length,  // 40 bytes of GRH + the longest message we accept
+        .lkey = mr->lkey,
+    };
+    ibv_recv_wr wr = {.wr_id = id, .next = nullptr, .sg_list = &sge, .num_sge = 1};
+    ibv_recv_wr* bad = nullptr;
+    CHECK_RC(ibv_post_recv(qp, &wr, &bad));
+}
+
+// Post one signaled datagram of `length` bytes from the start of `mr` to the
+// QP `remote_qpn` at the address `ah` stands for. The three wr.ud fields are
+// the whole of UD addressing: an RC QP's RTR holds them instead.
+void post_datagram(ibv_qp* qp, const ibv_mr* mr, uint32_t length, ibv_ah* ah, uint32_t remote_qpn,
+                   uint32_t remote_qkey) {
+    ibv_sge sge = {
+        .addr = reinterpret_cast<uintptr_t>(mr->addr),
+        .length = length,
+        .lkey = mr->lkey,
+    };
+    ibv_send_wr wr = {
+        .wr_id = kSendId,
+        .next = nullptr,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_SEND,            // UD knows only SEND (and SEND with immediate)
+        .send_flags = IBV_SEND_SIGNALED,  // the completion says the datagram LEFT, nothing more
+        .wr = {.ud = {
+                   .ah = ah,                   // where: the peer's GID (or LID), port, hop limit
+                   .remote_qpn = remote_qpn,   // which QP there (0xFFFFFF: every QP of a multicast group)
+                   .remote_qkey = remote_qkey, // must equal the Q_Key of that QP, or it is dropped
+               }},
+    };
+    ibv_send_wr* bad = nullptr;
+    CHECK_RC(ibv_post_send(qp, &wr, &bad));
+}
+
+// Poll `cq` for at most `wait`: the completion, or nothing. A datagram that
+// was lost leaves no trace, so "nothing" is a normal outcome here, not an
+// error as in poll_one.
+std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    ibv_wc wc{};
+    for (;;) {
+        int n = ibv_poll_cq(cq, 1, &wc);
+        if (n < 0) wb::fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+        if (n == 1) {
+            wb::check_wc(wc, what);
+            return wc;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+        std::this_thread::yield();
+    }
+}
+
+// The message's length in a UD receive: byte_len less the 40 GRH bytes it
+// also counts. A completion without IBV_WC_GRH, or shorter than 40 bytes,
+// is not one we can read (never trust a length beyond what it says).
+uint32_t message_length(const ibv_wc& wc) {
+    if (!(wc.wc_flags & IBV_WC_GRH) || wc.byte_len < kGrhBytes)
+        wb::fail("a UD receive without its 40-byte GRH (" + std::to_string(wc.byte_len) + " bytes)");
+    return wc.byte_len - kGrhBytes;
+}
+
+// One of the port's counters (rxe: /sys/class/infiniband/DEV/ports/N/hw_counters);
+// -1 when the device has no such counter. It is how we see a dropped datagram at all.
+long long port_counter(const char* device, uint8_t port, const char* name) {
+    std::ifstream f(std::string("/sys/class/infiniband/") + device + "/ports/" + std::to_string(port) +
+                    "/hw_counters/" + name);
+    long long v = -1;
+    return (f >> v) ? v : -1;
+}
+
+// The source IPv4 address in a receive buffer's GRH area (RoCE v2 over IPv4).
+std::string grh_source_ipv4(const char* buf) {
+    char text[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, buf + kIpv4HeaderOffset + 12, text, sizeof text);  // iphdr.saddr is at offset 12
+    return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string send_bytes_text, qkey_text, no_recv_text;
+    const wb::ExtraOption extra[] = {
+        {'B', "send-bytes", "N",
+         "client: send N bytes, 0..4096 (default: 16, one request);\n"
+         "                        more than the path MTU is refused: a datagram is one packet",
+         &send_bytes_text},
+        {'q', "qkey", "Q", "client: send with Q_Key Q (default: 0x01234567, the server's; any other is dropped)",
+         &qkey_text},
+        {'n', "no-recv", nullptr, "server: post no receive until 1.5 s after the exchange", &no_recv_text},
+    };
+    const wb::Usage usage = {
+        .synopsis = "[options]              server: add the two numbers a client sends, over UD\n"
+                    "  ex12_1 [options] HOST A B       client: send A and B in a datagram, print the sum",
+        .summary = "unreliable datagrams: the sum over UD QPs, what UD loses without a word, and multicast",
+        .notes = "A and B are signed 64-bit integers. Q accepts decimal or 0x hex.",
+        .numbers_after_host = true,
+    };
+    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
+    // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
+    const wb::SumArgs sum_args = wb::parse_sum_args(opt);
+    const bool is_server = sum_args.is_server;
+    if (is_server && (opt.given('B') || opt.given('q'))) wb::usage_error("-B and -q are client options");
+    if (!is_server && opt.given('n')) wb::usage_error("-n is a server option");
+    const int64_t a = sum_args.a, b = sum_args.b;
+    const uint32_t send_bytes = opt.given('B')
+                                    ? static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes))
+                                    : sizeof(wb::SumRequest);
+    uint32_t qkey = kQkey;
+    if (opt.given('q')) {
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long v = std::strtoull(qkey_text.c_str(), &end, 0);  // base 0: decimal or 0x hex
+        if (qkey_text.empty() || qkey_text[0] == '-' || *end != '\0' || errno == ERANGE || v > 0xFFFFFFFFull)
+            wb::usage_error("-q: '" + qkey_text + "' is not a 32-bit Q_Key (decimal or 0x hex)");
+        qkey = static_cast<uint32_t>(v);
+    }
+
+    // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
+    wb::Context ctx = wb::open_device(opt.device);
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
+    wb::print_address(ibv_get_device_name(ctx->device), addr);
+    const char* who = is_server ? "server" : "client";
+
+    // 2. The objects, in creation order (reverse destruction: lesson 2). The
+    //    QP is IBV_QPT_UD: unreliable (no ACK, no resend), datagram (no peer).
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
+    wb::CompletionQueue send_cq{CHECK_PTR(ibv_create_cq(ctx.get(), 1, nullptr, nullptr, 0))};
+    wb::CompletionQueue recv_cq{CHECK_PTR(ibv_create_cq(ctx.get(), 1, nullptr, nullptr, 0))};
+    ibv_qp_init_attr qp_attr = {
+        .send_cq = send_cq.get(),
+        .recv_cq = recv_cq.get(),
+        .cap = {
+            .max_send_wr = 1,   // one datagram outstanding at a time
+            .max_recv_wr = 1,   // one receive posted at a time
+            .max_send_sge = 1,
+            .max_recv_sge = 1,
+        },
+        .qp_type = IBV_QPT_UD,  // unreliable datagram: no connection, no acknowledgement
+    };
+    wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
+    const uint32_t psn = wb::random_psn();
+
+    // 3. Memory. The longest datagram is one packet: the port's active MTU
+    //    (1024 bytes on a 1500-byte Ethernet link). The server's receive
+    //    buffer takes the 40-byte GRH plus a whole MTU, so that any datagram
+    //    lands and byte_len can tell how long it was. Access: as in lesson 4,
+    //    LOCAL_WRITE for what our NIC writes into, nothing for what it reads.
+    const uint32_t mtu = static_cast<uint32_t>(wb::mtu_bytes(addr.attr.active_mtu));
+    const uint32_t recv_len = kGrhBytes + (is_server ? mtu : static_cast<uint32_t>(sizeof(wb::SumResponse)));
+    wb::Buffer recv_buf = wb::alloc_buffer(recv_len);
+    wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), recv_len, IBV_ACCESS_LOCAL_WRITE),
+                                       "ulimit -l: is locked memory limited?")};
+    wb::Buffer send_buf = wb::alloc_buffer(kMaxSendBytes);
+    wb::MemoryRegion send_mr{CHECK_PTR(ibv_reg_mr(pd.get(), send_buf.get(), kMaxSendBytes, 0),
+                                       "ulimit -l: is locked memory limited?")};
+
+    // 4. RESET -> INIT -> RTR -> RTS, all before the exchange: UD needs
+    //    nothing from the peer to get there.
+    ud_qp_to_rts(qp.get(), addr, psn);
+    std::printf("%s: UD QP 0x%x is RTS with Q_Key 0x%08x, before knowing any peer\n", who, qp->qp_num, kQkey);
+
+    // 5. The receive, before the exchange as in lesson 4; but where an RC
+    //    sender would be told "not ready" (RNR NAK) and try again, a datagram
+    //    that finds no receive is simply dropped. --no-recv shows it.
+    if (!opt.given('n')) {
+        post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
+        std::printf("%s: posted a %u-byte receive before the exchange\n", who, recv_len);
+    } else {
+        std::printf("server: --no-recv: no receive posted; one follows %lld ms after the exchange\n",
+                    static_cast<long long>(kLateReceive.count()));
+    }
+
+    // 6. Out-of-band exchange over TCP: QP number and GID (or LID), as in
+    //    lesson 4. The Q_Key is the constant kQkey on both sides; the PSN is
+    //    sent but unused: UD packets are never acknowledged, so never resent
+    //    or put back in order.
+    const long long pkts_before = port_counter(ibv_get_device_name(ctx->device), addr.port, "rcvd_pkts");
+    wb::Connection conn;
+    if (is_server) {
+        wb::Listener listener(opt.tcp_port);
+        std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
+        conn = listener.accept(opt.accept_timeout_s());
+    } else {
+        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
+    }
+    const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
+    std::printf("%s: peer %s is QP 0x%x\n", who, conn.peer().c_str(), peer.qp_num);
+
+    if (is_server) {
+        if (opt.given('n')) {
+            // Whatever the client sends now finds no receive. No NAK goes back,
+            // no completion appears here: only the port's packet counter moves.
+            std::this_thread::sleep_for(kLateReceive);
+            const long long pkts = port_counter(ibv_get_device_name(ctx->device), addr.port, "rcvd_pkts");
+            if (pkts >= 0 && pkts_before >= 0)
+                std::printf("server: in those %lld ms the port received %lld packets (rcvd_pkts) and our CQ got "
+                            "nothing: dropped\n",
+                            static_cast<long long>(kLateReceive.count()), pkts - pkts_before);
+            post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
+            std::printf("server: posted a %u-byte receive, late\n", recv_len);
+        }
+        // 7. Wait for the request. byte_len counts the 40 GRH bytes too, and
+        //    IBV_WC_GRH says they are there; wc.src_qp is the sender's QP.
+        std::printf("server: waiting for the client's datagram\n");
+        ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
+        const uint32_t len = message_length(wc);
+        std::printf("server: completion %s, %u bytes = 40 GRH + %u message, from QP 0x%x at %s\n",
+                    wb::wc_opcode_str(wc.opcode), wc.byte_len, len, wc.src_qp,
+                    addr.roce ? grh_source_ipv4(recv_buf.get()).c_str() : "(IB)");
+
+        // The application's part (common/sum_protocol.cpp), on the bytes after the GRH.
+        const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get() + kGrhBytes, len);
+        if (len == sizeof(wb::SumRequest))
+            std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
+
+        // 8. Answer whoever asked: ibv_create_ah_from_wc reads the sender's
+        //    address out of the GRH in our buffer, and wc.src_qp is its QP.
+        //    Any UD QP that knows our QPN and Q_Key could have sent this.
+        wb::AddressHandle reply_ah{CHECK_PTR(
+            ibv_create_ah_from_wc(pd.get(), &wc, reinterpret_cast<ibv_grh*>(recv_buf.get()), addr.port))};
+        std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
+        post_datagram(qp.get(), send_mr.get(), sizeof answer.response, reply_ah.get(), wc.src_qp, kQkey);
+        wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response", conn);
+        std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
+        if (!answer.error.empty()) wb::result_error(answer.error);
+        std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
+        return 0;
+    }
+
+    // Client.
+    // 7. An address handle for the server: its GID and our GID index on RoCE
+    //    (the GRH is mandatory there), its LID on InfiniBand. An RC QP keeps
+    //    this in its RTR attributes; a UD work request carries it.
+    ibv_ah_attr ah_attr = {
+        .dlid = peer.lid,  // InfiniBand; 0 on RoCE
+        .sl = 0,           // service level 0
+        .src_path_bits = 0,
+        .is_global = 0,
+        .port_num = addr.port,
+    };
+    if (addr.gid_index >= 0) {
+        ah_attr.is_global = 1;
+        ah_attr.grh = {
+            .dgid = peer.gid,
+            .flow_label = 0,
+            .sgid_index = static_cast<uint8_t>(addr.gid_index),
+            .hop_limit = 64,  // IP TTL on RoCE v2
+            .traffic_class = 0,
+        };
+    }
+    wb::AddressHandle ah{CHECK_PTR(ibv_create_ah(pd.get(), &ah_attr),
+                                   "compare both sides' gid: lines: both IPv4-mapped (::ffff:a.b.c.d) or both IPv6 (-g)")};
+    std::printf("client: address handle for GID %s, QP 0x%x, Q_Key 0x%08x\n", wb::gid_to_string(peer.gid).c_str(),
+                peer.qp_num, qkey);
+
+    // A datagram is one packet: no longer than the smaller MTU of the two ports.
+    const uint32_t path_mtu = static_cast<uint32_t>(
+        wb::mtu_bytes(std::min(addr.attr.active_mtu, static_cast<ibv_mtu>(peer.mtu))));
+    if (send_bytes > path_mtu)
+        wb::result_error(std::to_string(send_bytes) + " bytes do not fit in one datagram: the path MTU is " +
+                         std::to_string(path_mtu) + " bytes");
+
+    // 8. SEND the request and wait for the answer, kTries times at most. The
+    //    SEND's completion only says the datagram left our port.
+    const wb::SumRequest request = wb::make_sum_request(a, b);
+    std::memcpy(send_buf.get(), &request, sizeof request);
+    std::optional<ibv_wc> answer;
+    for (int attempt = 1; attempt <= kTries && !answer; ++attempt) {
+        std::printf("client: sending %" PRId64 " and %" PRId64 " (%u bytes), try %d of %d\n", a, b, send_bytes,
+                    attempt, kTries);
+        post_datagram(qp.get(), send_mr.get(), send_bytes, ah.get(), peer.qp_num, qkey);
+        const ibv_wc sent = wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
+        std::printf("client: send completion %s: the datagram left; nobody tells us whether it arrived\n",
+                    wb::wc_status_name(sent.status));
+        answer = poll_for(recv_cq.get(), kAnswerWait, "the server's response (RECV)");
+        if (!answer)
+            std::printf("client: no answer within %lld ms: the datagram or its answer was lost\n",
+                        static_cast<long long>(kAnswerWait.count()));
+    }
+    if (!answer)
+        wb::result_error("no answer after " + std::to_string(kTries) +
+                         " tries: every datagram was dropped (is the server running? is the Q_Key right?)");
+
+    // 9. The answer: 40 GRH bytes, then the response.
+    const uint32_t len = message_length(*answer);
+    std::printf("client: completion %s, %u bytes = 40 GRH + %u message\n", wb::wc_opcode_str(answer->opcode),
+                answer->byte_len, len);
+    const wb::SumResult r = wb::read_sum_response(recv_buf.get() + kGrhBytes, len, a, b);
+    if (r.status == wb::kSumBadRequest)  // we know what we sent: say it
+        wb::result_error("the server refused the request: it was " + std::to_string(send_bytes) + " bytes, not " +
+                         std::to_string(sizeof(wb::SumRequest)));
+    if (!r.error.empty()) wb::result_error(r.error);
+    std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b, r.sum);
+    return 0;
+}
+

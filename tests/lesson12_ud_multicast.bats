@@ -1,0 +1,229 @@
+#!/usr/bin/env bats
+# runs-on: rxe
+# Lesson 12: unreliable datagrams. The sum over UD QPs, datagrams lost without
+# a word (no receive posted, a wrong Q_Key), and multicast fan-out, all run
+# for real on an RDMA device (Soft-RoCE in the lab). Server, client, sender
+# and receivers share one rxe port here, so its counters count both ends.
+bats_require_minimum_version 1.5.0
+
+setup() { load helpers/lesson; lesson_setup; }
+teardown() { lesson_teardown; }
+
+# A port counter of the device (rxe's hw_counters), e.g. rcvd_pkts.
+counter() {
+  local file="/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1"
+  [[ -r $file ]] || fail "$RDMA_DEV has no counter $1 in ${file%/*} (rxe has it)"
+  echo "$(<"$file")"
+}
+
+# A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.
+start_fake_server() {
+  local py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
+  wait_for_server_line "fake peer listening" 10
+}
+
+@test "the client prints the sum the server sent back over UD, each datagram behind a 40-byte GRH" {
+  start_server ./lesson12 -p "$PORT" --timeout 20
+  wait_for_server_line "waiting for a client"
+  run ./lesson12 -p "$PORT" --timeout 20 127.0.0.1 2 3
+  assert_success
+  assert_line "result: 2 + 3 = 5"
+  assert_line --regexp '^client: UD QP 0x[0-9a-f]+ is RTS with Q_Key 0x01234567, before knowing any peer$'
+  assert_line "client: posted a 56-byte receive (40 GRH + 16) before the exchange"
+  assert_line "client: send completion IBV_WC_SUCCESS: the datagram left; nobody tells us whether it arrived"
+  assert_line "client: completion IBV_WC_RECV, 56 bytes = 40 GRH + 16 message"
+  refute_line --partial "no answer"
+  local client_qp
+  client_qp=$(sed -n 's/^client: UD QP \(0x[0-9a-f]*\) is RTS.*/\1/p' <<<"$output")
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "server: posted a 1064-byte receive (40 GRH + 1024) before the exchange"
+  # The server answers the QP that the GRH and wc.src_qp name: the client's.
+  assert_line --regexp "^server: completion IBV_WC_RECV, 56 bytes = 40 GRH \\+ 16 message, from QP $client_qp at 192\\.0\\.2\\.1\$"
+  assert_line "result: 2 + 3 = 5"
+}
+
+@test "a datagram that finds no receive is dropped: the sender's completion says success, and a retry gets the sum" {
+  local pkts recvs
+  pkts=$(counter rcvd_pkts) recvs=$(counter rdma_recvs)
+  start_server ./lesson12 -p "$PORT" --timeout 20 --no-recv
+  wait_for_server_line "waiting for a client"
+  run ./lesson12 -p "$PORT" --timeout 20 127.0.0.1 40 2
+  assert_success
+  assert_line "result: 40 + 2 = 42"
+  # Try 1 left with IBV_WC_SUCCESS and was never answered; a later try was.
+  [[ "$output" == *"try 1 of 4"*"send completion IBV_WC_SUCCESS"*"no answer within 1000 ms"*"try 2 of 4"* ]]
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "server: --no-recv: no receive posted; one follows 1500 ms after the exchange"
+  assert_line --regexp '^server: in those 1500 ms the port received [1-9][0-9]* packets \(rcvd_pkts\) and our CQ got nothing: dropped$'
+  assert_line "result: 40 + 2 = 42"
+  # The port took in more datagrams than it completed receives for: the difference was dropped.
+  local dpkts=$(($(counter rcvd_pkts) - pkts)) drecvs=$(($(counter rdma_recvs) - recvs))
+  ((drecvs == 2)) || fail "rdma_recvs +$drecvs, expected +2 (one request, one answer)"
+  ((dpkts > drecvs)) || fail "rcvd_pkts +$dpkts, rdma_recvs +$drecvs: no datagram was dropped"
+}
+
+@test "a wrong Q_Key drops every datagram: four successful sends, no answer, and nothing counted as received" {
+  local sent pkts
+  start_server ./lesson12 -p "$PORT" --timeout 20
+  wait_for_server_line "waiting for a client"
+  sent=$(counter sent_pkts) pkts=$(counter rcvd_pkts)
+  run -1 ./lesson12 -p "$PORT" --timeout 20 -q 0x7 127.0.0.1 2 3
+  assert_line "client: address handle for GID ::ffff:192.0.2.1, QP $(sed -n 's/^server: UD QP \(0x[0-9a-f]*\) is RTS.*/\1/p' "$SERVER_OUT"), Q_Key 0x00000007"
+  [ "$(grep -c "^client: send completion IBV_WC_SUCCESS" <<<"$output")" -eq 4 ]
+  [ "$(grep -c "^client: no answer within 1000 ms" <<<"$output")" -eq 4 ]
+  assert_line "result: error: no answer after 4 tries: every datagram was dropped (is the server running? is the Q_Key right?)"
+  # rxe drops a datagram with the wrong Q_Key while checking its headers,
+  # before it counts it as received.
+  assert_equal "$(($(counter sent_pkts) - sent))" 4
+  assert_equal "$(($(counter rcvd_pkts) - pkts))" 0
+  # The server saw nothing at all, and says so when the client leaves.
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_output --partial "closed the connection while we waited for the client's request (RECV)"
+  run cat "$SERVER_OUT"
+  refute_line --partial "server: completion"
+}
+
+@test "datagrams to a QP that does not exist vanish the same way" {
+  start_fake_server rtr 12 192.0.2.1
+  run -1 ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  assert_line "client: peer 127.0.0.1:$PORT is QP 0x123"
+  [ "$(grep -c "^client: send completion IBV_WC_SUCCESS" <<<"$output")" -eq 4 ]
+  assert_line --partial "result: error: no answer after 4 tries"
+}
+
+@test "a message longer than the path MTU does not fit in one datagram and is refused" {
+  start_server ./lesson12 -p "$PORT" --timeout 20
+  wait_for_server_line "waiting for a client"
+  run -1 ./lesson12 -p "$PORT" --timeout 20 -B 2000 127.0.0.1 2 3
+  assert_line "result: error: 2000 bytes do not fit in one datagram: the path MTU is 1024 bytes"
+  refute_line --partial "sending"
+}
+
+@test "a request of the wrong length is answered with a refusal the client explains" {
+  start_server ./lesson12 -p "$PORT" --timeout 20
+  wait_for_server_line "waiting for a client"
+  run -1 ./lesson12 -p "$PORT" --timeout 20 -B 1024 127.0.0.1 2 3
+  assert_line "result: error: the server refused the request: it was 1024 bytes, not 16"
+  wait_server 20
+  run cat "$SERVER_OUT"
+  assert_line --regexp '^server: completion IBV_WC_RECV, 1064 bytes = 40 GRH \+ 1024 message'
+}
+
+@test "multicast: three receivers each get every one of three datagrams the sender sent once" {
+  local sent recvs
+  sent=$(counter sent_pkts) recvs=$(counter rdma_recvs)
+  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast
+  wait_for_server_line "waiting for a sender"
+  run ./lesson12 -p "$PORT" --timeout 20 --mcast 127.0.0.1
+  assert_success
+  assert_line "sender: group GID ::ffff:239.1.2.3 = IPv4 239.1.2.3 = Ethernet 01:00:5e:01:02:03; QP 0xffffff, Q_Key 0x01234567"
+  assert_line 'sender: "datagram 3 of 3" sent once, completion IBV_WC_SUCCESS'
+  assert_line "result: sent 3 datagrams once to group 239.1.2.3"
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "cm event: RDMA_CM_EVENT_MULTICAST_JOIN"
+  assert_line "receivers: joined group 239.1.2.3: GID ::ffff:239.1.2.3 (the IPv4 group as ::ffff:a.b.c.d), Ethernet 01:00:5e:01:02:03, Q_Key 0x01234567"
+  local i
+  for i in 1 2 3; do
+    assert_line --regexp "^receiver $i \\(QP 0x[0-9a-f]+\\) got 3 of 3: \"datagram 1 of 3\", \"datagram 2 of 3\", \"datagram 3 of 3\"\$"
+  done
+  assert_line "result: each of 3 receivers got all 3 datagrams"
+  # Sent once, received three times: the copies are made past the sender
+  # (rxe here, the switch and each NIC on a real fabric).
+  assert_equal "$(($(counter sent_pkts) - sent))" 3
+  assert_equal "$(($(counter rdma_recvs) - recvs))" 9
+  run cat "$SERVER_ERR"
+  refute_output --partial "EBUSY"   # every QP was detached before it was destroyed
+}
+
+@test "multicast to a group of our choosing, with R receivers and K datagrams" {
+  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 5 -k 2 239.9.8.7
+  wait_for_server_line "waiting for a sender"
+  run ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
+  assert_success
+  assert_line "sender: group GID ::ffff:239.9.8.7 = IPv4 239.9.8.7 = Ethernet 01:00:5e:09:08:07; QP 0xffffff, Q_Key 0x01234567"
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line --regexp '^receiver 5 \(QP 0x[0-9a-f]+\) got 2 of 2: "datagram 1 of 2", "datagram 2 of 2"$'
+  assert_line "result: each of 5 receivers got all 2 datagrams"
+}
+
+@test "receivers that expect more datagrams than were sent say which receiver missed which" {
+  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 2 -k 3
+  wait_for_server_line "waiting for a sender"
+  run ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
+  assert_success
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_OUT"
+  assert_line 'receiver 1 (QP '"$(sed -n 's/^receiver 1: UD QP \(0x[0-9a-f]*\) .*/\1/p' "$SERVER_OUT")"') got 2 of 3: "datagram 1 of 2", "datagram 2 of 2"'
+  assert_line "result: error: not every receiver got every datagram (lines above)"
+}
+
+@test "a unicast client refuses multicast receivers, and a multicast sender a unicast server" {
+  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast
+  wait_for_server_line "waiting for a sender"
+  run -1 --separate-stderr ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  [[ "$stderr" == *"the peer 127.0.0.1:$PORT runs multicast receivers"* ]]
+  wait_server 20
+  start_server ./lesson12 -p "$PORT" --timeout 20
+  wait_for_server_line "waiting for a client"
+  run -1 --separate-stderr ./lesson12 -p "$PORT" --timeout 10 --mcast 127.0.0.1
+  [[ "$stderr" == *"the peer 127.0.0.1:$PORT is not multicast receivers"* ]]
+}
+
+@test "a client whose server accepts and then says nothing gives up after --timeout" {
+  start_fake_server silent
+  local start=$SECONDS
+  run -1 --separate-stderr ./lesson12 -p "$PORT" --timeout 2 127.0.0.1 1 2
+  [ $((SECONDS - start)) -le 8 ]
+  [[ "$stderr" == *"127.0.0.1:$PORT sent nothing for 2 s"* ]]
+}
+
+@test "multicast receivers given --timeout and no sender give up" {
+  local start=$SECONDS
+  run -1 --separate-stderr ./lesson12 -p "$PORT" --timeout 2 --mcast
+  [ $((SECONDS - start)) -le 8 ]
+  assert_line --partial "receivers: waiting for a sender"
+  [[ "$stderr" == *"2 s"* ]]
+}
+
+@test "bad numbers and misplaced options are one-line usage errors" {
+  run -2 --separate-stderr ./lesson12 127.0.0.1 two 3
+  assert_equal "$stderr" "lesson12: A: 'two' is not a whole number (see lesson12 -h)"
+  run -2 --separate-stderr ./lesson12 -q 0x1ffffffff 127.0.0.1 2 3
+  assert_equal "$stderr" "lesson12: -q: '0x1ffffffff' is not a 32-bit Q_Key (decimal or 0x hex) (see lesson12 -h)"
+  run -2 --separate-stderr ./lesson12 -q key 127.0.0.1 2 3
+  assert_equal "$stderr" "lesson12: -q: 'key' is not a 32-bit Q_Key (decimal or 0x hex) (see lesson12 -h)"
+  run -2 --separate-stderr ./lesson12 --mcast -r 9
+  assert_equal "$stderr" "lesson12: -r: '9' is out of range 1..8 (see lesson12 -h)"
+  run -2 --separate-stderr ./lesson12 --mcast -k many 127.0.0.1
+  assert_equal "$stderr" "lesson12: -k: 'many' is not a whole number (see lesson12 -h)"
+  run -2 --separate-stderr ./lesson12 --mcast -r 2 127.0.0.1
+  assert_equal "$stderr" "lesson12: -r is a receivers' option (no HOST) (see lesson12 -h)"
+  run -2 --separate-stderr ./lesson12 -r 2
+  assert_equal "$stderr" "lesson12: -r and -k need --mcast (see lesson12 -h)"
+  run -2 --separate-stderr ./lesson12 --no-recv 127.0.0.1 2 3
+  assert_equal "$stderr" "lesson12: -n is a server option (see lesson12 -h)"
+  run -2 --separate-stderr ./lesson12 -q 7
+  assert_equal "$stderr" "lesson12: -B and -q are client options (see lesson12 -h)"
+  assert_equal "$output" ""
+}
+
+@test "-h prints the usage with its defaults and exits 0" {
+  run -0 ./lesson12 -h
+  assert_line --partial "lesson12 [options] HOST A B"
+  assert_line --partial "lesson12 --mcast [-r R] [GROUP]"
+  assert_line --partial "(default: 0x01234567, the server's; any other is dropped)"
+  assert_line --partial "1..8 (default: 3)"
+}
