@@ -100,23 +100,26 @@ what_ran() {
   fi
 }
 
-# capture ITEM: run it across two guests; print the raw pcap's path.
+# capture ITEM: run it across two guests; print the raw pcap's path. A run
+# that fails is tried once more: the lab starts guest b's client once guest
+# a has started its server, not once it listens, and on a loaded machine the
+# client can come first (lesson 9: "ConnectReject, invalid service ID").
 capture() {
-  local n=${1%%:*} log pcap
+  local n=${1%%:*} log pcap try
   log=$(mktemp)
-  if [[ $1 == *:* ]]; then
-    SCENARIO=${1#*:} scripts/capture_lesson.sh "$n" >"$log" 2>&1 || {
+  for try in 1 2; do
+    if [[ $1 == *:* ]]; then
+      SCENARIO=${1#*:} scripts/capture_lesson.sh "$n" >"$log" 2>&1 && break
+    else
+      scripts/capture_lesson.sh "$n" >"$log" 2>&1 && break
+    fi
+    if [[ $try == 2 ]]; then
       sed 's/^/  | /' "$log" >&2
       rm -f "$log"
-      fail "the capture of $1 failed (its output is above)"
-    }
-  else
-    scripts/capture_lesson.sh "$n" >"$log" 2>&1 || {
-      sed 's/^/  | /' "$log" >&2
-      rm -f "$log"
-      fail "the capture of lesson $n failed (its output is above)"
-    }
-  fi
+      fail "the capture of $1 failed twice (the second run's output is above)"
+    fi
+    echo "captures.sh: the capture of $1 failed; trying once more" >&2
+  done
   # capture_lesson.sh says where the wire went: "..., wire -> captures/lessonN.pcap".
   pcap=$(sed -n 's/^capture: .*, wire -> //p' "$log" | tail -1)
   rm -f "$log"

@@ -28,6 +28,7 @@ shots='
 5       infiniband.bth.opcode == 11
 6       infiniband.bth.opcode == 12
 7       infiniband.bth.opcode == 20
+9       infiniband.bth.opcode == 100
 10:rnr  infiniband.aeth.syndrome.opcode == 1
 '
 # What the packet list shows: the RoCE packets and the TCP segments with data.
