@@ -9,7 +9,7 @@
 # a virtual screen (Xvfb, 1920x1080), shows the RoCE packets and the
 # out-of-band exchange, selects the item's packet (the first one its filter
 # below matches), expands its InfiniBand headers, and writes the window to
-# docs/img/lessonN[-NAME]-wireshark.png (ImageMagick's import). Keystrokes
+# docs/img/lessonN[-NAME]-wireshark.png (ImageMagick's import, 128 colours). Keystrokes
 # and the click into the headers pane go through xdotool.
 #
 # What is missing (wireshark-qt, xvfb, imagemagick, xdotool) is installed
@@ -165,7 +165,8 @@ shoot() {
   xdotool key shift+Right
   sleep 1
   mkdir -p "${png%/*}"
-  import -window "$win" "$png"
+  # 128 colours, undithered: half the bytes, the text as sharp.
+  import -window "$win" -colors 128 +dither "PNG8:$png"
   kill "$ws_pid"
   wait "$ws_pid" 2>/dev/null || true
   ws_pid=""
