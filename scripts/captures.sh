@@ -22,10 +22,12 @@
 # "RETRANSMIT ..." on each request the ladder marks as sent again (the
 # RDMA-Workbook profile colours them).
 #
-# The signature of a capture is its RoCE packets in order, each as
-# "SOURCE -> DESTINATION OPCODE [AETH verdict]", the verdict as the profile's
-# AETH column shows it ("Ack", "RNR Nak,1.28 ms", "Nak,Remote Access Error").
-# --check passes when a fresh capture has the shipped file's signature.
+# The signature of a capture is the RoCE packets each side sent, in order
+# (the client's, then the server's), each as "SOURCE -> DESTINATION op
+# OPCODE [AETH verdict]", the verdict as the profile's AETH column shows it
+# ("Ack", "RNR Nak,1.28 ms", "Nak,Remote Access Error"); a packet repeating
+# an earlier one (a retransmission, or its answer) is left out. --check
+# passes when a fresh capture has the shipped file's signature.
 #
 # Exit status: 0 done (or current); 1 a capture failed or differs, or a tool
 # or the lab is missing (the message says how to get it); 2 misuse.
@@ -68,19 +70,32 @@ file() {
   if [[ $1 == *:* ]]; then echo "$out_dir/lesson$n-$s.pcapng"; else echo "$out_dir/lesson$n.pcapng"; fi
 }
 
-# signature FILE: one line per RoCE packet: who sends to whom, the BTH opcode,
+# signature FILE: the RoCE packets each side sent, in order: first the
+# client's, then the server's; one a line: who sends to whom, the BTH opcode,
 # the AETH verdict (read through the profile, as the ladder reads it).
+# Between the two sides the order is a race (lesson 8 answers one request
+# while the next arrives), and a loaded machine retransmits on its own (an
+# ACK later than the 67 ms timeout), so neither is compared: a packet that
+# repeats an earlier one (same sender, QP, PSN, opcode and verdict) is left out.
 signature() {
   local conf status=0
   conf=$(mktemp -d)
   mkdir -p "$conf/wireshark/profiles"
   ln -s "$PWD/scripts/wireshark/RDMA-Workbook" "$conf/wireshark/profiles/RDMA-Workbook"
-  XDG_CONFIG_HOME=$conf tshark -C RDMA-Workbook -r "$1" -Y infiniband -T fields -E separator=' ' \
-    -e ip.src -e ip.dst -e infiniband.bth.opcode -e _ws.col.AETH 2>/dev/null |
-    awk -v S="$server_ip" -v C="$client_ip" '
+  XDG_CONFIG_HOME=$conf tshark -C RDMA-Workbook -r "$1" -Y infiniband -T fields -E separator='|' \
+    -e ip.src -e ip.dst -e infiniband.bth.destqp -e infiniband.bth.psn -e infiniband.bth.opcode -e _ws.col.AETH 2>/dev/null |
+    awk -F'|' -v S="$server_ip" -v C="$client_ip" '
       function who(ip) { return ip == S ? "server" : ip == C ? "client" : ip }
-      { v = $4; for (i = 5; i <= NF; i++) v = v " " $i
-        printf "%s -> %s op %s%s\n", who($1), who($2), $3, v == "" ? "" : " " v }' || status=$?
+      {
+        line = sprintf("%s -> %s op %s%s", who($1), who($2), $5, $6 == "" ? "" : " " $6)
+        if ((line SUBSEP $3 SUBSEP $4) in seen) next      # a retransmission, or its answer again
+        seen[line, $3, $4] = 1
+        if ($1 == C) client[++nc] = line; else server[++ns] = line
+      }
+      END {
+        for (i = 1; i <= nc; i++) print client[i]
+        for (i = 1; i <= ns; i++) print server[i]
+      }' || status=$?
   rm -rf "$conf"
   return "$status"
 }
