@@ -6,6 +6,8 @@
 #   scripts/captures.sh --check [ITEM...]  re-capture and compare, write nothing
 #   scripts/captures.sh --list             the items, one a line
 #   scripts/captures.sh --signature FILE   a capture's RoCE packets, one a line
+#   scripts/captures.sh --from PCAP ITEM   record PCAP (e.g. what `make capture`
+#                                          just wrote) as ITEM's, booting nothing
 #
 # An ITEM is a lesson number (4) or a lesson's scenario (10:rnr). Without
 # items: every lesson whose run.conf names a client (scripts/lesson_run.sh),
@@ -22,9 +24,9 @@
 # "RETRANSMIT ..." on each request the ladder marks as sent again (the
 # RDMA-Workbook profile colours them).
 #
-# The signature of a capture is the RoCE packets each side sent, in order
-# (the client's, then the server's), each as "SOURCE -> DESTINATION op
-# OPCODE [AETH verdict]", the verdict as the profile's AETH column shows it
+# The signature of a capture is the RoCE packets each side sent, its
+# requests in order, then its answers in order (the client's, then the
+# server's), each as "SOURCE -> DESTINATION op OPCODE [AETH verdict]", the verdict as the profile's AETH column shows it
 # ("Ack", "RNR Nak,1.28 ms", "Nak,Remote Access Error"); a packet repeating
 # an earlier one (a retransmission, or its answer) is left out. --check
 # passes when a fresh capture has the shipped file's signature.
@@ -70,13 +72,16 @@ file() {
   if [[ $1 == *:* ]]; then echo "$out_dir/lesson$n-$s.pcapng"; else echo "$out_dir/lesson$n.pcapng"; fi
 }
 
-# signature FILE: the RoCE packets each side sent, in order: first the
-# client's, then the server's; one a line: who sends to whom, the BTH opcode,
-# the AETH verdict (read through the profile, as the ladder reads it).
-# Between the two sides the order is a race (lesson 8 answers one request
-# while the next arrives), and a loaded machine retransmits on its own (an
-# ACK later than the 67 ms timeout), so neither is compared: a packet that
-# repeats an earlier one (same sender, QP, PSN, opcode and verdict) is left out.
+# signature FILE: the RoCE packets each side sent, one a line: who sends to
+# whom, the BTH opcode, the AETH verdict (read through the profile, as the
+# ladder reads it). Each side's requests in order (SEND, WRITE, READ Request,
+# atomics, MADs), then its answers in order (Acknowledge, READ Response,
+# Atomic Acknowledge: opcodes 13-18): the client's, then the server's. How
+# the streams interleave is a race (lesson 8's client sends its second
+# request while acknowledging the first response), and a loaded machine
+# retransmits on its own (an ACK later than the 67 ms timeout), so neither
+# is compared: a packet that repeats an earlier one (same sender, QP, PSN,
+# opcode and verdict) is left out.
 signature() {
   local conf status=0
   conf=$(mktemp -d)
@@ -90,12 +95,10 @@ signature() {
         line = sprintf("%s -> %s op %s%s", who($1), who($2), $5, $6 == "" ? "" : " " $6)
         if ((line SUBSEP $3 SUBSEP $4) in seen) next      # a retransmission, or its answer again
         seen[line, $3, $4] = 1
-        if ($1 == C) client[++nc] = line; else server[++ns] = line
+        s = ($1 == C ? 0 : 2) + ($5 >= 13 && $5 <= 18)    # 0, 1: client requests, answers; 2, 3: server
+        stream[s, ++n[s]] = line
       }
-      END {
-        for (i = 1; i <= nc; i++) print client[i]
-        for (i = 1; i <= ns; i++) print server[i]
-      }' || status=$?
+      END { for (s = 0; s < 4; s++) for (i = 1; i <= n[s]; i++) print stream[s, i] }' || status=$?
   rm -rf "$conf"
   return "$status"
 }
@@ -142,10 +145,16 @@ capture() {
   echo "$pcap"
 }
 
-# record ITEM: capture it and write the shipped pcapng, with its comments.
+# record ITEM: capture it and write the shipped pcapng.
 record() {
-  local pcap dest marks=() frame first
+  local pcap
   pcap=$(capture "$1") || return 1
+  write "$1" "$pcap"
+}
+
+# write ITEM PCAP: PCAP as ITEM's shipped pcapng, with its comments.
+write() {
+  local pcap=$2 dest marks=() frame first
   dest=$(file "$1")
   # A packet comment on each retransmitted request, as the ladder finds them.
   while read -r frame first; do
@@ -155,7 +164,7 @@ record() {
   mkdir -p "$out_dir"
   editcap -F pcapng "${marks[@]}" --capture-comment "RDMA Verbs Workbook, $(what_ran "$1"). Soft-RoCE (rxe) in two qemu guests joined by a virtual cable (scripts/lab.sh pair), recorded by make captures. Open it with the RDMA-Workbook profile: docs/wireshark.md." \
     "$pcap" "$dest"
-  printf '%-36s %3s RoCE packets, %s bytes\n' "$dest" "$(signature "$dest" | wc -l)" "$(stat -c %s "$dest")"
+  printf '%-36s %3s RoCE packets, %s bytes\n' "$dest" "$(tshark -r "$dest" -Y infiniband 2>/dev/null | wc -l)" "$(stat -c %s "$dest")"
 }
 
 # check ITEM: capture it again and compare its signature with the shipped file's.
@@ -168,7 +177,7 @@ check() {
   }
   pcap=$(capture "$1") || return 1
   if diff -u --label "$dest (shipped)" --label "$pcap (now)" <(signature "$dest") <(signature "$pcap"); then
-    echo "$1: current ($(signature "$dest" | wc -l) RoCE packets as shipped in $dest)"
+    echo "$1: current ($(signature "$dest" | wc -l) distinct RoCE packets as shipped in $dest)"
   else
     echo "$1: the wire changed since $dest was recorded: run make captures"
     return 1
@@ -208,6 +217,15 @@ case ${1:-} in
   --check)
     mode=check
     shift
+    ;;
+  --from)
+    [[ $# -eq 3 ]] || misuse "--from takes a capture file and an item: --from captures/lesson4.pcap 4"
+    [[ -r $2 ]] || fail "cannot read $2"
+    mapfile -t known < <(items)
+    [[ " ${known[*]} " == *" $3 "* ]] || misuse "no capture '$3'; the captures are: ${known[*]}"
+    need_tools
+    write "$3" "$2"
+    exit 0
     ;;
   -*) misuse "unknown option '$1' (see scripts/captures.sh -h)" ;;
 esac

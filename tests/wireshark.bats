@@ -28,6 +28,11 @@ ws_tshark() {
   XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/conf tshark -C RDMA-Workbook "$@" 2>/dev/null
 }
 
+# tshark on a capture, without its "running as root" warning on stderr.
+tshark_quiet() {
+  tshark "$@" 2>/dev/null
+}
+
 # pcap NAME LINES: a pcap of RoCE v2 packets from 192.0.2.1 to 192.0.2.2, one
 # packet (BTH onwards, then the ICRC) per line of hex as text2pcap reads it.
 pcap() {
@@ -200,6 +205,26 @@ Nak,Remote Access Error'
   done
 }
 
+@test "a recorded capture says in its comment what ran, and marks each request sent again for the profile's colour" {
+  # A SEND, its ACK, the same SEND again (a retransmission), another QP's SEND, an ACK.
+  pcap resend '000000 04 00 ff ff 00 00 00 11 80 00 00 05 32 33 00 00 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef
+000000 04 00 ff ff 00 00 00 11 80 00 00 05 32 33 00 00 de ad be ef
+000000 04 00 ff ff 00 00 00 12 80 00 00 05 32 33 00 00 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef'
+  local shipped=$BATS_TEST_TMPDIR/shipped
+  CAPTURES_DIR=$shipped run -0 scripts/captures.sh --from "$BATS_TEST_TMPDIR/resend.pcap" 4
+  assert_output --regexp "^$shipped/lesson4.pcapng +5 RoCE packets, [0-9]+ bytes$"
+  run -0 capinfos -k "$shipped/lesson4.pcapng"
+  assert_output --partial 'make capture LESSON=4: guest a (192.0.2.1) ran the server "./lesson4 --timeout 60", guest b (192.0.2.2) the client "./lesson4 --timeout 60 192.0.2.1 2 3"'
+  run tshark_quiet -r "$shipped/lesson4.pcapng" -Y frame.comment -T fields -e frame.number -e frame.comment
+  assert_output "3	RETRANSMIT: this request's destination QP and PSN were first sent in frame 1"
+  # The profile's colouring rule for retransmissions matches that packet, and only it.
+  assert_file_contains scripts/wireshark/RDMA-Workbook/colorfilters '@frame.comment contains "RETRANSMIT"@'
+  run ws_tshark -r "$shipped/lesson4.pcapng" -Y 'frame.comment contains "RETRANSMIT"' -T fields -e frame.number
+  assert_output 3
+}
+
 @test "captures.sh refuses an unknown capture and an unknown option, exit 2, before booting anything" {
   run -2 scripts/captures.sh 2
   assert_output --regexp "^captures.sh: no capture '2'; the captures are: 4 5 6 7 8 9"
@@ -234,7 +259,7 @@ path_without() {
 check() {
   run timeout 300 scripts/captures.sh --check "$1"
   assert_success
-  assert_output --regexp "^$1: current \([0-9]+ RoCE packets as shipped in docs/captures/lesson$1(-.*)?\.pcapng\)$"
+  assert_output --regexp "^$1: current \([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson$1(-.*)?\.pcapng\)$"
 }
 
 @test "the shipped capture of lesson 4 is current: a new capture has its opcodes and AETH verdicts" { check 4; }
