@@ -259,7 +259,7 @@ path_without() {
 check() {
   run timeout 300 scripts/captures.sh --check "$1"
   assert_success
-  assert_output --regexp "^$1: current \([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson$1(-.*)?\.pcapng\)$"
+  assert_line --regexp "^$1: current \([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson$1(-.*)?\.pcapng\)$"
 }
 
 @test "the shipped capture of lesson 4 is current: a new capture has its opcodes and AETH verdicts" { check 4; }
