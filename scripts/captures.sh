@@ -136,7 +136,9 @@ capture() {
       rm -f "$log"
       fail "the capture of $1 failed twice (the second run's output is above)"
     fi
-    echo "captures.sh: the capture of $1 failed; trying once more" >&2
+    echo "captures.sh: the capture of $1 failed, ending:" >&2
+    grep -v '^$' "$log" | tail -n 4 | sed 's/^/  | /' >&2
+    echo "captures.sh: trying $1 once more" >&2
   done
   # capture_lesson.sh says where the wire went: "..., wire -> captures/lessonN.pcap".
   pcap=$(sed -n 's/^capture: .*, wire -> //p' "$log" | tail -1)
