@@ -137,7 +137,7 @@ capture() {
       fail "the capture of $1 failed twice (the second run's output is above)"
     fi
     echo "captures.sh: the capture of $1 failed, ending:" >&2
-    grep -v '^$' "$log" | tail -n 4 | sed 's/^/  | /' >&2
+    grep -v '^$' "$log" | tail -n 4 | sed 's/^/  | /' >&2 || true
     echo "captures.sh: trying $1 once more" >&2
   done
   # capture_lesson.sh says where the wire went: "..., wire -> captures/lessonN.pcap".
