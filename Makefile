@@ -5,6 +5,8 @@
 #   make check      install what is missing, build, run every test; ends with "N passed, N failed, N skipped"
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
+#   make captures           record every two-process lesson's wire into docs/captures/ (scripts/captures.sh)
+#   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make clean
 #
@@ -45,7 +47,7 @@ COMMON_LIB  := build/libworkbook.a
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 
-.PHONY: all check tour deps capture clean units exercises grade
+.PHONY: all check tour deps capture captures wireshark-profile clean units exercises grade
 all: $(LESSONS)
 
 build/common/%.o: common/%.cpp $(wildcard common/*.hpp) mk/flags.mk
@@ -108,6 +110,15 @@ grade: deps
 capture: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/capture_lesson.sh "$$LESSON"
+
+# Every two-process lesson's capture, recorded into docs/captures/ with a
+# comment saying what ran (scripts/captures.sh --check compares them).
+captures: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/captures.sh
+
+wireshark-profile:
+	@scripts/wireshark_profile.sh
 
 clean:
 	rm -rf build $(LESSONS)

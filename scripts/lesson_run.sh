@@ -9,6 +9,9 @@
 #   client={server} 2 3             the client's arguments; {server} stands for
 #                                   the server's address
 #   args=...                        a lesson with no client runs alone, with these
+#   captures=rnr nak                the scenarios `make captures` records, each as
+#                                   make capture LESSON=N SCENARIO=NAME runs it
+#                                   (scripts/captures.sh); none: one plain capture
 # A value is split into words as the shell would: quotes group words, and
 # nothing is expanded or run. The scripts add -p PORT and --timeout.
 # shellcheck shell=bash

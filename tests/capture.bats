@@ -250,7 +250,7 @@ HEX
   run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/acks.pcap" 192.0.2.1 192.0.2.2
   assert_line --index 0 --regexp '^frame +time +source -> destination +packet$'
   assert_line --index 1 --regexp '^ +1 +0\.000  server 192\.0\.2\.1 -> client 192\.0\.2\.2 +RC Acknowledge \(op 17\)  dest qp 0x000011 psn 42  AETH ACK msn=1$'
-  assert_line --index 2 --regexp ' psn 43  AETH RNR NAK msn=1$'
+  assert_line --index 2 --regexp ' psn 43  AETH RNR NAK timer 1\.28 ms \(14\) msn=1$'
   assert_line --index 3 --regexp ' psn 44  AETH NAK remote access error \(2\) msn=1$'
 }
 

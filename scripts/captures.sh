@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# captures.sh - record every two-process lesson's wire into docs/captures/,
+# and check that the recorded captures are still what the lessons send.
+#
+#   scripts/captures.sh [ITEM...]          record (what `make captures` runs)
+#   scripts/captures.sh --check [ITEM...]  re-capture and compare, write nothing
+#   scripts/captures.sh --list             the items, one a line
+#   scripts/captures.sh --signature FILE   a capture's RoCE packets, one a line
+#   scripts/captures.sh --from PCAP ITEM   record PCAP (e.g. what `make capture`
+#                                          just wrote) as ITEM's, booting nothing
+#
+# An ITEM is a lesson number (4) or a lesson's scenario (10:rnr). Without
+# items: every lesson whose run.conf names a client (scripts/lesson_run.sh),
+# so a lesson is recorded as soon as it lands. A lesson whose run.conf has
+#   captures=rnr nak retry
+# is recorded once per scenario, each as `make capture LESSON=N
+# SCENARIO=NAME` runs it, into docs/captures/lessonN-NAME.pcapng; any other
+# lesson once, into docs/captures/lessonN.pcapng.
+#
+# Each recording is `make capture LESSON=N` (scripts/capture_lesson.sh): two
+# lab guests, the server on guest a (192.0.2.1), the client on guest b
+# (192.0.2.2), every frame on the cable between them. It is written as pcapng
+# with a capture comment that says what was run, and a packet comment
+# "RETRANSMIT ..." on each request the ladder marks as sent again (the
+# RDMA-Workbook profile colours them).
+#
+# The signature of a capture is the RoCE packets each side sent, its
+# requests in order, then its answers in order (the client's, then the
+# server's), each as "SOURCE -> DESTINATION op OPCODE [AETH verdict]", the verdict as the profile's AETH column shows it
+# ("Ack", "RNR Nak,1.28 ms", "Nak,Remote Access Error"); a packet repeating
+# an earlier one (a retransmission, or its answer) is left out. --check
+# passes when a fresh capture has the shipped file's signature.
+#
+# Exit status: 0 done (or current); 1 a capture failed or differs, or a tool
+# or the lab is missing (the message says how to get it); 2 misuse.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck disable=SC1091 # scripts/lesson_run.sh, checked on its own
+source scripts/lesson_run.sh
+
+# Where the shipped captures are (CAPTURES_DIR: another folder, for a test).
+out_dir=${CAPTURES_DIR:-docs/captures}
+server_ip=192.0.2.1 client_ip=192.0.2.2 # as scripts/capture_lesson.sh sets them
+
+misuse() {
+  echo "captures.sh: $*" >&2
+  exit 2
+}
+fail() {
+  echo "captures.sh: $*" >&2
+  exit 1
+}
+
+# items: every lesson with a client, "N" or "N:SCENARIO" per run.conf's captures=.
+items() {
+  local n dir s
+  for n in $(lesson_numbers); do
+    dir=$(lesson_dir "$n")
+    [[ -n $(run_text "$dir" client) ]] || continue
+    mapfile -t scenarios < <(run_words "$dir" captures)
+    if [[ ${#scenarios[@]} -eq 0 ]]; then
+      echo "$n"
+    else
+      for s in "${scenarios[@]}"; do echo "$n:$s"; done
+    fi
+  done
+}
+
+# file ITEM: where the item's capture is shipped.
+file() {
+  local n=${1%%:*} s=${1#*:}
+  if [[ $1 == *:* ]]; then echo "$out_dir/lesson$n-$s.pcapng"; else echo "$out_dir/lesson$n.pcapng"; fi
+}
+
+# signature FILE: the RoCE packets each side sent, one a line: who sends to
+# whom, the BTH opcode, the AETH verdict (read through the profile, as the
+# ladder reads it). Each side's requests in order (SEND, WRITE, READ Request,
+# atomics, MADs), then its answers in order (Acknowledge, READ Response,
+# Atomic Acknowledge: opcodes 13-18): the client's, then the server's. How
+# the streams interleave is a race (lesson 8's client sends its second
+# request while acknowledging the first response), and a loaded machine
+# retransmits on its own (an ACK later than the 67 ms timeout), so neither
+# is compared: a packet that repeats an earlier one (same sender, QP, PSN,
+# opcode and verdict) is left out.
+signature() {
+  local conf status=0
+  conf=$(mktemp -d)
+  mkdir -p "$conf/wireshark/profiles"
+  ln -s "$PWD/scripts/wireshark/RDMA-Workbook" "$conf/wireshark/profiles/RDMA-Workbook"
+  XDG_CONFIG_HOME=$conf tshark -C RDMA-Workbook -r "$1" -Y infiniband -T fields -E separator='|' \
+    -e ip.src -e ip.dst -e infiniband.bth.destqp -e infiniband.bth.psn -e infiniband.bth.opcode -e _ws.col.AETH 2>/dev/null |
+    awk -F'|' -v S="$server_ip" -v C="$client_ip" '
+      function who(ip) { return ip == S ? "server" : ip == C ? "client" : ip }
+      {
+        line = sprintf("%s -> %s op %s%s", who($1), who($2), $5, $6 == "" ? "" : " " $6)
+        if ((line SUBSEP $3 SUBSEP $4) in seen) next      # a retransmission, or its answer again
+        seen[line, $3, $4] = 1
+        s = ($1 == C ? 0 : 2) + ($5 >= 13 && $5 <= 18)    # 0, 1: client requests, answers; 2, 3: server
+        stream[s, ++n[s]] = line
+      }
+      END { for (s = 0; s < 4; s++) for (i = 1; i <= n[s]; i++) print stream[s, i] }' || status=$?
+  rm -rf "$conf"
+  return "$status"
+}
+
+# what_ran ITEM: the capture comment's account of the run.
+what_ran() {
+  local n=${1%%:*} dir server client
+  dir=$(lesson_dir "$n")
+  if [[ $1 == *:* ]]; then
+    printf 'make capture LESSON=%s SCENARIO=%s (the scenario as lessons/%s/run.conf and lesson%s.cpp define it)' \
+      "$n" "${1#*:}" "${dir#lessons/}" "$n"
+  else
+    server=$(run_words "$dir" server | xargs -r printf ' %q')
+    client=$(run_words "$dir" client "$server_ip" | xargs -r printf ' %q')
+    printf 'make capture LESSON=%s: guest a (%s) ran the server "./lesson%s --timeout 60%s", guest b (%s) the client "./lesson%s --timeout 60%s"' \
+      "$n" "$server_ip" "$n" "$server" "$client_ip" "$n" "$client"
+  fi
+}
+
+# capture ITEM: run it across two guests; print the raw pcap's path. A run
+# that fails is tried once more: the lab starts guest b's client once guest
+# a has started its server, not once it listens, and on a loaded machine the
+# client can come first (lesson 9: "ConnectReject, invalid service ID").
+capture() {
+  local n=${1%%:*} log pcap try
+  log=$(mktemp)
+  for try in 1 2; do
+    if [[ $1 == *:* ]]; then
+      SCENARIO=${1#*:} scripts/capture_lesson.sh "$n" >"$log" 2>&1 && break
+    else
+      scripts/capture_lesson.sh "$n" >"$log" 2>&1 && break
+    fi
+    if [[ $try == 2 ]]; then
+      sed 's/^/  | /' "$log" >&2
+      rm -f "$log"
+      fail "the capture of $1 failed twice (the second run's output is above)"
+    fi
+    echo "captures.sh: the capture of $1 failed, ending:" >&2
+    grep -v '^$' "$log" | tail -n 4 | sed 's/^/  | /' >&2 || true
+    echo "captures.sh: trying $1 once more" >&2
+  done
+  # capture_lesson.sh says where the wire went: "..., wire -> captures/lessonN.pcap".
+  pcap=$(sed -n 's/^capture: .*, wire -> //p' "$log" | tail -1)
+  rm -f "$log"
+  [[ -s $pcap ]] || fail "the capture of $1 wrote no pcap"
+  echo "$pcap"
+}
+
+# record ITEM: capture it and write the shipped pcapng.
+record() {
+  local pcap
+  pcap=$(capture "$1") || return 1
+  write "$1" "$pcap"
+}
+
+# write ITEM PCAP: PCAP as ITEM's shipped pcapng, with its comments.
+write() {
+  local pcap=$2 dest marks=() frame first
+  dest=$(file "$1")
+  # A packet comment on each retransmitted request, as the ladder finds them.
+  while read -r frame first; do
+    marks+=(-a "$frame:RETRANSMIT: this request's destination QP and PSN were first sent in frame $first")
+  done < <(scripts/ladder.sh "$pcap" "$server_ip" "$client_ip" |
+    sed -n 's/^ *\([0-9][0-9]*\) .*RETRANSMIT (first: frame \([0-9]*\)).*/\1 \2/p')
+  mkdir -p "$out_dir"
+  editcap -F pcapng "${marks[@]}" --capture-comment "RDMA Verbs Workbook, $(what_ran "$1"). Soft-RoCE (rxe) in two qemu guests joined by a virtual cable (scripts/lab.sh pair), recorded by make captures. Open it with the RDMA-Workbook profile: docs/wireshark.md." \
+    "$pcap" "$dest"
+  printf '%-36s %3s RoCE packets, %s bytes\n' "$dest" "$(tshark -r "$dest" -Y infiniband 2>/dev/null | wc -l)" "$(stat -c %s "$dest")"
+}
+
+# check ITEM: capture it again and compare its signature with the shipped file's.
+check() {
+  local pcap dest
+  dest=$(file "$1")
+  [[ -r $dest ]] || {
+    echo "$1: no shipped capture $dest: run make captures"
+    return 1
+  }
+  pcap=$(capture "$1") || return 1
+  if diff -u --label "$dest (shipped)" --label "$pcap (now)" <(signature "$dest") <(signature "$pcap"); then
+    echo "$1: current ($(signature "$dest" | wc -l) distinct RoCE packets as shipped in $dest)"
+  else
+    echo "$1: the wire changed since $dest was recorded: run make captures"
+    return 1
+  fi
+}
+
+# What each mode needs, said before anything boots.
+need_tools() {
+  local t
+  for t in tshark editcap; do
+    command -v "$t" >/dev/null ||
+      fail "$t is missing: install the Debian package tshark (make deps, or apt-get install tshark)"
+  done
+}
+need_lab() {
+  command -v qemu-system-x86_64 >/dev/null ||
+    fail "the lab needs qemu-system-x86_64 (Debian package qemu-system-x86): make deps, and docs/lab.md"
+}
+
+mode=record
+case ${1:-} in
+  -h | --help)
+    sed -n '2,/^$/s/^# \{0,1\}//p' "$0"
+    exit 0
+    ;;
+  --list)
+    items
+    exit 0
+    ;;
+  --signature)
+    [[ $# -eq 2 ]] || misuse "--signature takes one capture file"
+    [[ -r $2 ]] || fail "cannot read $2"
+    need_tools
+    signature "$2"
+    exit 0
+    ;;
+  --check)
+    mode=check
+    shift
+    ;;
+  --from)
+    [[ $# -eq 3 ]] || misuse "--from takes a capture file and an item: --from captures/lesson4.pcap 4"
+    [[ -r $2 ]] || fail "cannot read $2"
+    mapfile -t known < <(items)
+    [[ " ${known[*]} " == *" $3 "* ]] || misuse "no capture '$3'; the captures are: ${known[*]}"
+    need_tools
+    write "$3" "$2"
+    exit 0
+    ;;
+  -*) misuse "unknown option '$1' (see scripts/captures.sh -h)" ;;
+esac
+
+mapfile -t known < <(items)
+todo=("$@")
+[[ ${#todo[@]} -gt 0 ]] || todo=("${known[@]}")
+for i in "${todo[@]}"; do
+  [[ " ${known[*]} " == *" $i "* ]] ||
+    misuse "no capture '$i'; the captures are: ${known[*]}"
+done
+need_tools
+need_lab
+[[ $mode == check ]] || make -s all
+
+status=0
+for i in "${todo[@]}"; do
+  if [[ $mode == check ]]; then check "$i" || status=1; else record "$i" || status=1; fi
+done
+exit "$status"

@@ -1,0 +1,291 @@
+#!/usr/bin/env bats
+# The workbook's Wireshark profile (scripts/wireshark/RDMA-Workbook), its
+# installer, the ladder that reads the profile's columns, and the captures
+# shipped in docs/captures/ (scripts/captures.sh). Runs on the host: the
+# profile and ladder tests need only tshark; "the shipped captures are
+# current" boots a pair of lab guests per lesson and compares the wire.
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+  make -s all
+}
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  bats_load_library bats-file
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+  command -v tshark >/dev/null || fail "tshark is missing: make deps (or apt-get install tshark) installs it"
+}
+
+# ws_tshark ARGS...: tshark with the repo's profile and nothing of the user's
+# own configuration (a configuration folder of its own), warnings dropped.
+ws_tshark() {
+  mkdir -p "$BATS_TEST_TMPDIR/conf/wireshark/profiles"
+  ln -sfn "$PWD/scripts/wireshark/RDMA-Workbook" "$BATS_TEST_TMPDIR/conf/wireshark/profiles/RDMA-Workbook"
+  XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/conf tshark -C RDMA-Workbook "$@" 2>/dev/null
+}
+
+# tshark on a capture, without its "running as root" warning on stderr.
+tshark_quiet() {
+  tshark "$@" 2>/dev/null
+}
+
+# pcap NAME LINES: a pcap of RoCE v2 packets from 192.0.2.1 to 192.0.2.2, one
+# packet (BTH onwards, then the ICRC) per line of hex as text2pcap reads it.
+pcap() {
+  text2pcap -q -4 192.0.2.1,192.0.2.2 -u 4791,4791 - "$BATS_TEST_TMPDIR/$1.pcap" <<<"$2"
+}
+
+# --- the profile -------------------------------------------------------------
+
+@test "the profile loads in tshark and its columns show a shipped capture's opcode, QP, PSN, RETH and ImmDt" {
+  run ws_tshark -r docs/captures/lesson5.pcapng -Y 'infiniband.bth.opcode == 11' -T fields -E separator='|' \
+    -e _ws.col.Opcode -e "_ws.col.Dest QP" -e _ws.col.PSN -e "_ws.col.RETH VA" -e _ws.col.rkey -e "_ws.col.DMA len" -e _ws.col.ImmDt
+  assert_success
+  assert_output --regexp '^Reliable Connection \(RC\) - RDMA WRITE Only with Immediate\|0x000011\|[0-9]+\|0x[0-9a-f]{16}\|0x[0-9a-f]{8}\|19\|00000013$'
+  # Without -T fields tshark prints the profile's columns, not its defaults.
+  run ws_tshark -r docs/captures/lesson5.pcapng -Y 'infiniband.bth.opcode == 17'
+  assert_output --regexp 'Reliable Connection \(RC\) - Acknowledge 0x000011 [0-9]+ Ack 1 +RC Acknowledge'
+}
+
+@test "the profile's columns show a shipped capture's AtomicETH and AtomicAckETH" {
+  run ws_tshark -r docs/captures/lesson7.pcapng -Y 'infiniband.bth.opcode == 18' -T fields -E separator='|' \
+    -e _ws.col.Opcode -e _ws.col.Orig -e _ws.col.AETH
+  assert_line 'Reliable Connection (RC) - ATOMIC Acknowledge|0|Ack'
+  assert_line 'Reliable Connection (RC) - ATOMIC Acknowledge|2|Ack'
+  run ws_tshark -r docs/captures/lesson7.pcapng -Y 'infiniband.bth.opcode == 20' -T fields -E separator='|' \
+    -e _ws.col.Swap/Add -e _ws.col.Compare
+  assert_line '1|0'
+}
+
+@test "the profile's AETH column says ACK, RNR NAK with its timer, and NAK with its error" {
+  # Syndromes 0x1f (ACK, 31 credits), 0x2e (RNR NAK, timer 14), 0x62 (NAK, code 2).
+  pcap acks '000000 11 00 ff ff 00 00 00 11 00 00 00 2a 1f 00 00 01 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 2b 2e 00 00 01 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 2c 62 00 00 01 de ad be ef'
+  run ws_tshark -r "$BATS_TEST_TMPDIR/acks.pcap" -T fields -e _ws.col.AETH
+  assert_output 'Ack
+RNR Nak,1.28 ms
+Nak,Remote Access Error'
+}
+
+@test "every colouring rule of the profile compiles" {
+  run ws_tshark -r docs/captures/lesson4.pcapng --color
+  assert_success
+  XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/conf run --separate-stderr tshark -C RDMA-Workbook -r docs/captures/lesson4.pcapng --color
+  refute_output --partial "Could not compile"
+  [[ $stderr != *"Could not compile"* ]] || fail "$stderr"
+  run grep -c '^@' scripts/wireshark/RDMA-Workbook/colorfilters
+  assert [ "$output" -ge 6 ]
+}
+
+@test "the profile switches the RPC-over-RDMA heuristic off, by the name tshark knows" {
+  assert_file_contains scripts/wireshark/RDMA-Workbook/heuristic_protos '^rpcrdma_infiniband,0$'
+  # tshark refuses a heuristic name it does not know, and takes this one.
+  run -0 tshark --disable-heuristic rpcrdma_infiniband -r docs/captures/lesson4.pcapng -c 1
+  refute_output --partial "No such protocol"
+  run -1 tshark --disable-heuristic no_such_heuristic -r docs/captures/lesson4.pcapng -c 1
+  assert_output --partial "No such protocol no_such_heuristic"
+}
+
+# --- installing it -------------------------------------------------------------
+
+@test "make wireshark-profile installs the profile, and again keeps the first as a backup, asking nothing" {
+  export HOME=$BATS_TEST_TMPDIR/home XDG_CONFIG_HOME=
+  mkdir -p "$HOME"
+  run -0 make -s wireshark-profile </dev/null
+  dest=$HOME/.config/wireshark/profiles/RDMA-Workbook
+  assert_output --partial "installed the profile RDMA-Workbook in $dest"
+  run diff -r scripts/wireshark/RDMA-Workbook "$dest"
+  assert_success
+  echo "# changed by the learner" >>"$dest/colorfilters"
+  run -0 scripts/wireshark_profile.sh </dev/null
+  assert_output --regexp "kept the profile that was there as $dest\.backup-[0-9]{8}-[0-9]{6}"
+  backups=("$dest".backup-*)
+  assert_equal "${#backups[@]}" 1
+  assert_file_contains "${backups[0]}/colorfilters" "changed by the learner"
+  run diff -r scripts/wireshark/RDMA-Workbook "$dest"
+  assert_success
+  run -0 scripts/wireshark_profile.sh </dev/null   # a third time in the same second: a second backup
+  backups=("$dest".backup-*)
+  assert_equal "${#backups[@]}" 2
+}
+
+@test "the installer uses XDG_CONFIG_HOME, and ~/.wireshark where only that older folder exists" {
+  export HOME=$BATS_TEST_TMPDIR/home XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/xdg
+  mkdir -p "$HOME"
+  run -0 scripts/wireshark_profile.sh
+  assert_file_exists "$XDG_CONFIG_HOME/wireshark/profiles/RDMA-Workbook/preferences"
+  export XDG_CONFIG_HOME=
+  mkdir -p "$HOME/.wireshark"
+  run -0 scripts/wireshark_profile.sh
+  assert_file_exists "$HOME/.wireshark/profiles/RDMA-Workbook/preferences"
+  assert_dir_not_exists "$HOME/.config/wireshark"
+}
+
+# --- the ladder reads the profile ------------------------------------------------
+
+@test "ladder.sh decodes each of the 32 RNR NAK timer values in ms as Wireshark does" {
+  local hex="" t
+  for t in $(seq 0 31); do
+    hex+=$(printf '000000 11 00 ff ff 00 00 00 11 00 00 00 %02x %02x 00 00 01 de ad be ef\n' "$t" $((0x20 | t)))$'\n'
+  done
+  pcap rnr "$hex"
+  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/rnr.pcap"
+  assert_line --index 1 --partial "AETH RNR NAK timer 655.36 ms (0) msn=1"
+  assert_line --index 13 --partial "AETH RNR NAK timer 0.64 ms (12) msn=1"
+  assert_line --index 32 --partial "AETH RNR NAK timer 491.52 ms (31) msn=1"
+  ladder=$(sed -n 's/.*AETH RNR NAK timer \([0-9.]*\) ms.*/\1 ms/p' <<<"$output")
+  run ws_tshark -r "$BATS_TEST_TMPDIR/rnr.pcap" -T fields -e _ws.col.AETH
+  assert_equal "$ladder" "$(sed 's/^RNR Nak,//' <<<"$output")"
+}
+
+@test "ladder.sh names each NAK's error" {
+  pcap naks '000000 11 00 ff ff 00 00 00 11 00 00 00 01 60 00 00 01 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 02 61 00 00 01 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 03 62 00 00 01 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 04 63 00 00 01 de ad be ef'
+  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/naks.pcap"
+  assert_line --index 1 --regexp ' psn 1  AETH NAK PSN sequence error \(0\) msn=1$'
+  assert_line --index 2 --regexp ' psn 2  AETH NAK invalid request \(1\) msn=1$'
+  assert_line --index 3 --regexp ' psn 3  AETH NAK remote access error \(2\) msn=1$'
+  assert_line --index 4 --regexp ' psn 4  AETH NAK remote operational error \(3\) msn=1$'
+}
+
+@test "ladder.sh marks a request sent again to the same address, QP and PSN as RETRANSMIT, and nothing else" {
+  # SEND Only to QP 0x11 PSN 5; its ACK; the same SEND again; a SEND to QP
+  # 0x12 with PSN 5; an ACK again for PSN 5 (a response is never marked).
+  pcap resend '000000 04 00 ff ff 00 00 00 11 80 00 00 05 32 33 00 00 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef
+000000 04 00 ff ff 00 00 00 11 80 00 00 05 32 33 00 00 de ad be ef
+000000 04 00 ff ff 00 00 00 12 80 00 00 05 32 33 00 00 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef'
+  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/resend.pcap" 192.0.2.1 192.0.2.2
+  assert_line --index 1 --regexp 'RC Send Only \(op 4\)  dest qp 0x000011 psn 5$'
+  assert_line --index 3 --regexp 'RC Send Only \(op 4\)  dest qp 0x000011 psn 5  RETRANSMIT \(first: frame 1\)$'
+  assert_line --index 4 --regexp 'dest qp 0x000012 psn 5$'
+  assert_line --index 5 --regexp 'AETH ACK msn=1$'
+  run grep -c RETRANSMIT <<<"$output"
+  assert_output 1
+}
+
+@test "ladder.sh refuses a profile that lacks a column it prints, naming the column" {
+  mkdir -p "$BATS_TEST_TMPDIR/repo/scripts/wireshark"
+  cp scripts/ladder.sh "$BATS_TEST_TMPDIR/repo/scripts/"
+  cp -R scripts/wireshark/RDMA-Workbook "$BATS_TEST_TMPDIR/repo/scripts/wireshark/"
+  sed -i '/"ImmDt", /d' "$BATS_TEST_TMPDIR/repo/scripts/wireshark/RDMA-Workbook/preferences"
+  run -1 "$BATS_TEST_TMPDIR/repo/scripts/ladder.sh" docs/captures/lesson5.pcapng
+  assert_output "ladder.sh: the profile $BATS_TEST_TMPDIR/repo/scripts/wireshark/RDMA-Workbook has no column \"ImmDt\""
+}
+
+# --- the shipped captures ----------------------------------------------------------
+
+@test "every lesson with a peer has a small shipped capture whose comment says what was run" {
+  run -0 scripts/captures.sh --list
+  assert_line 4
+  assert_line 9
+  local items=("${lines[@]}") item file
+  for item in "${items[@]}"; do
+    if [[ $item == *:* ]]; then file=docs/captures/lesson${item%%:*}-${item#*:}.pcapng; else file=docs/captures/lesson$item.pcapng; fi
+    assert_file_exists "$file"
+    [[ $(stat -c %s "$file") -lt 65536 ]] || fail "$file is larger than 64 KiB"
+    run -0 capinfos -k "$file"
+    assert_output --partial "RDMA Verbs Workbook, make capture LESSON=${item%%:*}"
+    [[ $(scripts/captures.sh --signature "$file" | wc -l) -ge 2 ]] || fail "$file has fewer than 2 RoCE packets"
+  done
+  # A shipped file no lesson makes is stale.
+  for file in docs/captures/*.pcapng; do
+    item=${file#docs/captures/lesson}
+    item=${item%.pcapng}
+    item=${item/-/:}
+    [[ " ${items[*]} " == *" $item "* ]] || fail "$file: no lesson makes it (scripts/captures.sh --list)"
+  done
+}
+
+@test "a recorded capture says in its comment what ran, and marks each request sent again for the profile's colour" {
+  # A SEND, its ACK, the same SEND again (a retransmission), another QP's SEND, an ACK.
+  pcap resend '000000 04 00 ff ff 00 00 00 11 80 00 00 05 32 33 00 00 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef
+000000 04 00 ff ff 00 00 00 11 80 00 00 05 32 33 00 00 de ad be ef
+000000 04 00 ff ff 00 00 00 12 80 00 00 05 32 33 00 00 de ad be ef
+000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef'
+  local shipped=$BATS_TEST_TMPDIR/shipped
+  CAPTURES_DIR=$shipped run -0 scripts/captures.sh --from "$BATS_TEST_TMPDIR/resend.pcap" 4
+  assert_output --regexp "^$shipped/lesson4.pcapng +5 RoCE packets, [0-9]+ bytes$"
+  run -0 capinfos -k "$shipped/lesson4.pcapng"
+  assert_output --partial 'make capture LESSON=4: guest a (192.0.2.1) ran the server "./lesson4 --timeout 60", guest b (192.0.2.2) the client "./lesson4 --timeout 60 192.0.2.1 2 3"'
+  run tshark_quiet -r "$shipped/lesson4.pcapng" -Y frame.comment -T fields -e frame.number -e frame.comment
+  assert_output "3	RETRANSMIT: this request's destination QP and PSN were first sent in frame 1"
+  # The profile's colouring rule for retransmissions matches that packet, and only it.
+  assert_file_contains scripts/wireshark/RDMA-Workbook/colorfilters '@frame.comment contains "RETRANSMIT"@'
+  run ws_tshark -r "$shipped/lesson4.pcapng" -Y 'frame.comment contains "RETRANSMIT"' -T fields -e frame.number
+  assert_output 3
+}
+
+@test "captures.sh refuses an unknown capture and an unknown option, exit 2, before booting anything" {
+  run -2 scripts/captures.sh 2
+  assert_output --regexp "^captures.sh: no capture '2'; the captures are: 4 5 6 7 8 9"
+  run -2 scripts/captures.sh --nope
+  assert_output "captures.sh: unknown option '--nope' (see scripts/captures.sh -h)"
+}
+
+# A PATH holding the host's commands but the ones named: what a machine without them sees.
+path_without() {
+  local dir=$BATS_TEST_TMPDIR/path f
+  mkdir -p "$dir"
+  for f in /usr/local/bin/* /usr/bin/* /bin/* /usr/sbin/* /sbin/*; do
+    [[ -e $dir/${f##*/} ]] || ln -s "$f" "$dir/${f##*/}"
+  done
+  for f in "$@"; do rm -f "$dir/$f"; done
+  echo "$dir"
+}
+
+@test "captures.sh without tshark, or without the lab's qemu, says what is missing and how to get it" {
+  PATH=$(path_without tshark) run -1 scripts/captures.sh --check 4
+  assert_output "captures.sh: tshark is missing: install the Debian package tshark (make deps, or apt-get install tshark)"
+  PATH=$(path_without qemu-system-x86_64) run -1 scripts/captures.sh --check 4
+  assert_output "captures.sh: the lab needs qemu-system-x86_64 (Debian package qemu-system-x86): make deps, and docs/lab.md"
+}
+
+@test "screenshots.sh refuses a picture it has no table line for, before installing or starting anything" {
+  run -2 scripts/screenshots.sh 8
+  assert_output --regexp "^screenshots.sh: no picture '8' in the table; it has: 4 5 6 7 9 10:rnr"
+}
+
+# check N: re-capture lesson N between two guests and compare with its shipped file.
+check() {
+  run timeout 300 scripts/captures.sh --check "$1"
+  assert_success
+  assert_line --regexp "^$1: current \([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson$1(-.*)?\.pcapng\)$"
+}
+
+@test "the shipped capture of lesson 4 is current: a new capture has its opcodes and AETH verdicts" { check 4; }
+@test "the shipped capture of lesson 5 is current: a new capture has its opcodes and AETH verdicts" { check 5; }
+@test "the shipped capture of lesson 6 is current: a new capture has its opcodes and AETH verdicts" { check 6; }
+@test "the shipped capture of lesson 7 is current: a new capture has its opcodes and AETH verdicts" { check 7; }
+@test "the shipped capture of lesson 8 is current: a new capture has its opcodes and AETH verdicts" { check 8; }
+@test "the shipped capture of lesson 9 is current: a new capture has its opcodes and AETH verdicts" { check 9; }
+
+@test "the shipped captures of the lessons after 9 are current" {
+  local later=()
+  mapfile -t later < <(scripts/captures.sh --list | awk -F: '$1 > 9')
+  [[ ${#later[@]} -gt 0 ]] || skip "no lesson after 9 has a peer yet"
+  run timeout $((60 + 150 * ${#later[@]})) scripts/captures.sh --check "${later[@]}"
+  assert_success
+  refute_output --partial "changed"
+}
+
+@test "a capture whose wire differs from the shipped file fails the check, with the difference" {
+  # Lesson 8's shipped file stands in for lesson 4's: lesson 4 sends one
+  # request, lesson 8 two, so the check must see two packets missing.
+  mkdir -p "$BATS_TEST_TMPDIR/shipped"
+  cp docs/captures/lesson8.pcapng "$BATS_TEST_TMPDIR/shipped/lesson4.pcapng"
+  CAPTURES_DIR=$BATS_TEST_TMPDIR/shipped run timeout 300 scripts/captures.sh --check 4
+  assert_failure 1
+  assert_line "4: the wire changed since $BATS_TEST_TMPDIR/shipped/lesson4.pcapng was recorded: run make captures"
+  assert_line "-client -> server op 4"
+  refute_output --partial "current"
+}
