@@ -115,7 +115,7 @@ limit_count() {
   assert_output ""
 }
 
-@test "one client on the tour's settings: the limit fires more than once" {
+@test "one client on the tour's settings: the limit fires and the SRQ is refilled and re-armed" {
   start_server ./lesson13 -p "$PORT" --timeout 10 -c 1 --srq-size 4 --limit 1
   wait_for_server_line "waiting for client 1 of 1" 10
   run --separate-stderr ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 6

@@ -128,15 +128,19 @@ struct Srq {
     int limit_events = 0;
 };
 
-// Post every free buffer on the SRQ as one list, then arm the limit again.
-// Refill first, then arm: armed while still low, the limit would fire again
-// at the very next receive.
+// Arm the limit again, then post every free buffer on the SRQ as one list.
+// Arm FIRST. Posted first, the receives could all be taken before the arm
+// (a burst of resent SENDs, this process descheduled): an SRQ that is
+// already empty when armed raises no event, since nothing more is taken
+// from it, and nothing would ever refill it. Armed first, while the SRQ is
+// still low, a receive taken before the post raises one spare event, which
+// costs one more refill and nothing else.
 void refill(Srq& pool) {
     const size_t n = pool.free_slots.size();
+    arm_srq_limit(pool.srq, pool.limit);
     post_srq_receives(pool.srq, pool.mr, pool.free_slots);
     pool.posted += n;
     pool.free_slots.clear();
-    arm_srq_limit(pool.srq, pool.limit);
     pool.refill_due = false;
     std::printf("server: refilled %zu receives; limit re-armed at %u\n", n, pool.limit);
     // TODO(13.1): query and print: srq_limit L (armed)

@@ -126,9 +126,7 @@ struct Srq {
     int limit_events = 0;
 };
 
-// Post every free buffer on the SRQ as one list, then arm the limit again.
-// Refill first, then arm: armed while still low, the limit would fire again
-// at the very next receive.
+// Post every free buffer on the SRQ as one list.
 void refill(Srq& pool) {
     const size_t n = pool.free_slots.size();
     post_srq_receives(pool.srq, pool.mr, pool.free_slots);
