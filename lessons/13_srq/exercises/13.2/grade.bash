@@ -1,7 +1,7 @@
 # Grader of exercise 13.2: the server whose SRQ stopped being refilled serves
 # two clients' 40 requests with an SRQ of 4, the limit event raised again and again.
 # shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade-lib.bash)
-HINT="the SRQ limit is one-shot: the device sets srq_limit to 0 as it raises the event; what must refill() do after it posts the receives?"
+HINT="the SRQ limit is one-shot: the device sets srq_limit to 0 as it raises the event; what must refill() do, before it posts the receives?"
 
 grade() {
   local client2_out=$EX_TMP/client2.out client2_pid client2_status=0 result
