@@ -47,6 +47,7 @@ WB_HANDLE(CompletionChannel, ibv_comp_channel, ibv_destroy_comp_channel);
 WB_HANDLE(CompletionQueue, ibv_cq, ibv_destroy_cq);
 WB_HANDLE(QueuePair, ibv_qp, ibv_destroy_qp);
 WB_HANDLE(AddressHandle, ibv_ah, ibv_destroy_ah);
+WB_HANDLE(SharedReceiveQueue, ibv_srq, ibv_destroy_srq);  // lesson 13
 
 // librdmacm: rdma_destroy_event_channel returns void, rdma_destroy_id
 // returns -1 and sets errno (Release accepts both forms).

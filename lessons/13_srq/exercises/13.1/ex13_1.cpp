@@ -1,0 +1,518 @@
+// ex13_1.cpp - exercise 13.1: watch the one-shot SRQ limit with ibv_query_srq.
+//
+// Lesson 13's server and client, unchanged but for the task. The SRQ limit
+// is one-shot: arming it (ibv_modify_srq, IBV_SRQ_LIMIT) sets the SRQ's
+// srq_limit; the device sets it back to 0 as it raises
+// IBV_EVENT_SRQ_LIMIT_REACHED, and the server must arm it again. Make that
+// visible: ask the device with ibv_query_srq after every arming and at
+// every event, and print what it says. The task is in README.md beside this
+// file; `make grade EX=13.1` runs this server with two clients.
+//
+// Run it as lesson 13 (./lesson13 -h): ex13_1 -c 2, then ex13_1 127.0.0.1 twice.
+//
+// Verbs: lesson 13's, and ibv_query_srq (ibv_srq_attr: max_wr, max_sge, srq_limit).
+#include <infiniband/verbs.h>
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "connect.hpp"
+#include "device.hpp"
+#include "exchange.hpp"
+#include "handles.hpp"
+#include "options.hpp"
+#include "sum_protocol.hpp"
+
+namespace {
+
+constexpr uint16_t kLesson = 13;  // sent in the exchange: a lesson-13 client only talks to a lesson-13 server
+constexpr int kDefaultClients = 2;
+constexpr int kDefaultSrqSize = 8;
+constexpr int kDefaultLimit = 2;
+constexpr int kDefaultRequests = 10;
+constexpr int kMaxRequests = 1000;  // a client's burst: its send and receive queues hold N each
+
+// Each receive buffer is larger than a request, as in lesson 4, so that a
+// message of the wrong length still lands and byte_len can say so.
+constexpr uint32_t kRecvBufferBytes = 64;
+// Answers the server may have in flight on one QP (its max_send_wr). More
+// wait in a queue in this program until a SEND completion frees a slot.
+constexpr uint32_t kSendDepth = 16;
+// The server's wr_id of a SEND: this bit set, the client's index below it.
+// A receive's wr_id is the index of its buffer.
+constexpr uint64_t kSendTag = 1ull << 32;
+// How long the server sleeps in poll() when its CQ is empty: short, because
+// the CQ itself is busy-polled (lesson 8 shows how to sleep on a CQ too).
+constexpr int kIdleMs = 1;
+
+// Post `slots` (indexes of receive buffers) on the SRQ as ONE list of work
+// requests chained through `next`: one call, however many buffers.
+void post_srq_receives(ibv_srq* srq, const ibv_mr* mr, const std::vector<uint32_t>& slots) {
+    if (slots.empty()) return;
+    std::vector<ibv_sge> sges(slots.size());
+    std::vector<ibv_recv_wr> wrs(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+        sges[i] = {
+            .addr = reinterpret_cast<uintptr_t>(mr->addr) + slots[i] * kRecvBufferBytes,
+            .length = kRecvBufferBytes,
+            .lkey = mr->lkey,
+        };
+        wrs[i] = {.wr_id = slots[i], .next = i + 1 < slots.size() ? &wrs[i + 1] : nullptr,
+                  .sg_list = &sges[i], .num_sge = 1};
+    }
+    ibv_recv_wr* bad = nullptr;
+    CHECK_RC(ibv_post_srq_recv(srq, wrs.data(), &bad), "ENOMEM: more receives than the SRQ's max_wr?");
+}
+
+// Arm the limit: "raise IBV_EVENT_SRQ_LIMIT_REACHED once, when fewer than
+// `limit` receives are left". The device disarms it (srq_limit 0) as it
+// raises the event, so every event must be followed by another arming.
+void arm_srq_limit(ibv_srq* srq, uint32_t limit) {
+    ibv_srq_attr attr = {.max_wr = 0, .max_sge = 0, .srq_limit = limit};  // only srq_limit is read (the mask)
+    CHECK_RC(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), "EINVAL: is the limit larger than the SRQ?");
+}
+
+// TODO(13.1): a helper that calls ibv_query_srq and prints
+//     server: ibv_query_srq: srq_limit L (WHAT)
+// goes here; call it at the three places marked below.
+
+// Post one signaled SEND of `length` bytes at `addr` inside `mr`.
+void post_send(ibv_qp* qp, const ibv_mr* mr, const void* addr, uint32_t length, uint64_t wr_id) {
+    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(addr), .length = length, .lkey = mr->lkey};
+    ibv_send_wr wr = {
+        .wr_id = wr_id,
+        .next = nullptr,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_SEND,
+        .send_flags = IBV_SEND_SIGNALED,  // the completion frees the answer's buffer slot
+    };
+    ibv_send_wr* bad = nullptr;
+    CHECK_RC(ibv_post_send(qp, &wr, &bad));
+}
+
+// What the server keeps per client.
+struct Client {
+    wb::Connection conn;
+    wb::QueuePair qp;
+    uint32_t peer_qpn = 0;
+    std::deque<wb::SumResponse> waiting;  // answers not yet posted: the send queue was full
+    uint64_t answers_posted = 0;          // also picks the slot of the next answer's buffer
+    uint32_t sends_in_flight = 0;
+    int served = 0;
+    bool done = false;                    // said DONE on the TCP connection
+};
+
+// The server's receive pool and limit, and what the events did to it.
+struct Srq {
+    ibv_srq* srq;
+    const ibv_mr* mr;
+    uint32_t limit;
+    std::vector<uint32_t> free_slots;  // receive buffers not posted: consumed, and their request read
+    uint64_t posted = 0;               // receives ever posted to the SRQ
+    uint64_t completed = 0;            // receive completions ever polled from the CQ
+    bool refill_due = false;           // the limit event came; refill once `completed` reaches refill_at
+    uint64_t refill_at = 0;
+    int limit_events = 0;
+};
+
+// Arm the limit again, then post every free buffer on the SRQ as one list.
+// Arm FIRST. Posted first, the receives could all be taken before the arm
+// (a burst of resent SENDs, this process descheduled): an SRQ that is
+// already empty when armed raises no event, since nothing more is taken
+// from it, and nothing would ever refill it. Armed first, while the SRQ is
+// still low, a receive taken before the post raises one spare event, which
+// costs one more refill and nothing else.
+void refill(Srq& pool) {
+    const size_t n = pool.free_slots.size();
+    arm_srq_limit(pool.srq, pool.limit);
+    post_srq_receives(pool.srq, pool.mr, pool.free_slots);
+    pool.posted += n;
+    pool.free_slots.clear();
+    pool.refill_due = false;
+    std::printf("server: refilled %zu receives; limit re-armed at %u\n", n, pool.limit);
+    // TODO(13.1): query and print: srq_limit L (armed)
+}
+
+// The asynchronous event loop's body: read every event waiting on the
+// context's async fd (non-blocking, so ibv_get_async_event returns -1 with
+// EAGAIN when there is none left), handle it, and acknowledge it. Every event
+// returned must be acknowledged exactly once, or destroying the object it
+// names (the SRQ, a QP, a CQ) blocks for ever waiting for the ack.
+void handle_async_events(ibv_context* ctx, Srq& pool) {
+    for (;;) {
+        ibv_async_event ev{};
+        if (ibv_get_async_event(ctx, &ev) == -1) {
+            if (errno == EAGAIN) return;  // no more events
+            wb::fail("ibv_get_async_event(ctx, &ev) failed: " + wb::errno_str(errno));
+        }
+        switch (ev.event_type) {
+        case IBV_EVENT_SRQ_LIMIT_REACHED:
+            // ev.element.srq says which SRQ. Fewer than `limit` receives are
+            // left, so at least posted - limit + 1 have been consumed. Their
+            // completions can reach our CQ AFTER this event (rxe raises it as
+            // it takes the receive, and completes the receive later), so
+            // refilling now would miss them, and an SRQ left empty raises no
+            // further event: refill once they are all in (serve's loop).
+            ++pool.limit_events;
+            pool.refill_due = true;
+            pool.refill_at = pool.posted - pool.limit + 1;
+            std::printf("server: async event \"%s\" #%d: fewer than %u receives left\n",
+                        ibv_event_type_str(ev.event_type), pool.limit_events, pool.limit);
+            // TODO(13.1): query and print: srq_limit 0 (disarmed by the event)
+            break;
+        case IBV_EVENT_QP_FATAL:          // a QP (ev.element.qp) hit an error it cannot report in a completion
+        case IBV_EVENT_QP_REQ_ERR:        // ... a peer's request broke the transport rules
+        case IBV_EVENT_QP_ACCESS_ERR:     // ... a peer's request violated access rights
+        case IBV_EVENT_SRQ_ERR:           // the SRQ itself failed: every QP on it is stuck
+        case IBV_EVENT_DEVICE_FATAL:      // the device is gone: nothing on it works any more
+            wb::fail(std::string("async event \"") + ibv_event_type_str(ev.event_type) + "\"",
+                     "the peer or the device failed; read the kernel log (dmesg)");
+        default:
+            // The others are news, not failures: a port going down or up
+            // (IBV_EVENT_PORT_ERR / _ACTIVE), a QP on an SRQ whose last
+            // receive is done after it entered the error state
+            // (IBV_EVENT_QP_LAST_WQE_REACHED: now it may be destroyed), ...
+            std::printf("server: async event \"%s\"\n", ibv_event_type_str(ev.event_type));
+            break;
+        }
+        ibv_ack_async_event(&ev);  // returns void: nothing to check
+    }
+}
+
+int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int clients, uint32_t srq_size,
+          uint32_t limit);
+int ask(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int requests);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string clients_arg, srq_size_arg, limit_arg, requests_arg;
+    const wb::ExtraOption extra[] = {
+        {'c', "clients", "CLIENTS", "server: how many clients to serve at once (default: 2)", &clients_arg},
+        {'s', "srq-size", "N", "server: receives in the shared receive queue (default: 8)", &srq_size_arg},
+        {'l', "limit", "L", "server: refill when fewer than L receives are left (default: 2)", &limit_arg},
+        {'n', "requests", "N", "client: how many sum requests to send, in one burst (default: 10)", &requests_arg},
+    };
+    const wb::Usage usage = {
+        .synopsis = "[options] [-c CLIENTS] [--srq-size N] [--limit L]   server: one SRQ for every client\n"
+                    "  lesson13 [options] HOST [-n N]                          client: N sum requests k + 100k",
+        .summary = "one shared receive queue (SRQ) serves many RC clients; the SRQ limit as an async event",
+        .notes = "The SRQ needs at least one receive per client (--srq-size >= -c), and 1 <= L < N.",
+    };
+    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
+    const bool is_server = opt.args.empty();
+    if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
+    if (is_server && opt.given('n')) wb::usage_error("-n is a client option (./lesson13 HOST -n N)");
+    for (const char letter : {'c', 's', 'l'})
+        if (!is_server && opt.given(letter))
+            wb::usage_error("-c, --srq-size and --limit are server options (./lesson13 -c CLIENTS)");
+    const int clients = opt.given('c') ? static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100)) : kDefaultClients;
+    const auto srq_size = static_cast<uint32_t>(
+        opt.given('s') ? wb::parse_range(srq_size_arg, "--srq-size", 2, 65536) : kDefaultSrqSize);
+    const auto limit = static_cast<uint32_t>(
+        opt.given('l') ? wb::parse_range(limit_arg, "--limit", 1, srq_size - 1) : kDefaultLimit);
+    // Too many clients for the SRQ: with fewer receives than clients, some
+    // client always finds none when they all send at once.
+    if (is_server && srq_size < static_cast<uint32_t>(clients))
+        wb::usage_error("an SRQ of " + std::to_string(srq_size) + " receives is too small for " +
+                        std::to_string(clients) + " clients: give it at least one receive per client (--srq-size " +
+                        std::to_string(clients) + " or more)");
+    if (is_server && limit >= srq_size) wb::usage_error("--limit must be below --srq-size");
+    const int requests =
+        opt.given('n') ? static_cast<int>(wb::parse_range(requests_arg, "-n", 1, kMaxRequests)) : kDefaultRequests;
+
+    // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
+    wb::Context ctx = wb::open_device(opt.device);
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
+    wb::print_address(ibv_get_device_name(ctx->device), addr);
+    return is_server ? serve(opt, ctx.get(), addr, clients, srq_size, limit) : ask(opt, ctx.get(), addr, requests);
+}
+
+namespace {
+
+int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int clients, uint32_t srq_size,
+          uint32_t limit) {
+    // 2. How big may an SRQ be here? (0 max_srq: the device has none.)
+    ibv_device_attr dev{};
+    CHECK_RC(ibv_query_device(ctx, &dev));
+    std::printf("device: max_srq %d, max_srq_wr %d, max_srq_sge %d\n", dev.max_srq, dev.max_srq_wr, dev.max_srq_sge);
+    if (dev.max_srq == 0) wb::fail("this device has no shared receive queues (max_srq 0)");
+    if (srq_size > static_cast<uint32_t>(dev.max_srq_wr))
+        wb::fail("--srq-size " + std::to_string(srq_size) + " is more than this device's max_srq_wr " +
+                 std::to_string(dev.max_srq_wr));
+
+    // 3. In creation order (reverse destruction: lesson 2): PD, ONE CQ for
+    //    every QP's receives and sends, the SRQ, then the memory.
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx))};
+    const int cq_size = static_cast<int>(srq_size) + clients * static_cast<int>(kSendDepth);  // every receive and SEND at once
+    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx, cq_size, nullptr, nullptr, 0))};
+    ibv_srq_init_attr srq_attr = {
+        .srq_context = nullptr,
+        .attr = {
+            .max_wr = srq_size,  // receives it holds (the device may round up)
+            .max_sge = 1,        // each receive is one buffer
+            .srq_limit = 0,      // ignored by ibv_create_srq: the limit is armed with ibv_modify_srq
+        },
+    };
+    wb::SharedReceiveQueue srq{CHECK_PTR(ibv_create_srq(pd.get(), &srq_attr), "is --srq-size within max_srq_wr?")};
+    // Receive buffers: LOCAL_WRITE, our NIC writes the requests there;
+    // answers: no flag, the NIC only reads them (lesson 4's reasoning).
+    wb::Buffer recv_buf = wb::alloc_buffer(srq_size * kRecvBufferBytes);
+    wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), srq_size * kRecvBufferBytes,
+                                                  IBV_ACCESS_LOCAL_WRITE),
+                                       "ulimit -l: is locked memory limited?")};
+    const size_t answer_bytes = clients * kSendDepth * sizeof(wb::SumResponse);
+    wb::Buffer answer_buf = wb::alloc_buffer(answer_bytes);
+    wb::MemoryRegion answer_mr{CHECK_PTR(ibv_reg_mr(pd.get(), answer_buf.get(), answer_bytes, 0),
+                                         "ulimit -l: is locked memory limited?")};
+    std::printf("server: receive memory: a receive queue per QP needs %d clients x %u receives x %u B = %u B; "
+                "one SRQ needs %u x %u B = %u B, however many clients\n",
+                clients, srq_size, kRecvBufferBytes, clients * srq_size * kRecvBufferBytes, srq_size,
+                kRecvBufferBytes, srq_size * kRecvBufferBytes);
+
+    // 4. Fill the SRQ, then arm its limit. Posting goes to the SRQ, not to
+    //    any QP: whichever QP's request comes first takes the next receive.
+    Srq pool{.srq = srq.get(), .mr = recv_mr.get(), .limit = limit, .free_slots = {}};
+    for (uint32_t i = 0; i < srq_size; ++i) pool.free_slots.push_back(i);
+    post_srq_receives(srq.get(), recv_mr.get(), pool.free_slots);
+    pool.posted = srq_size;
+    pool.free_slots.clear();
+    arm_srq_limit(srq.get(), limit);
+    std::printf("server: SRQ of %u receives posted; limit armed at %u\n", srq_size, limit);
+    // TODO(13.1): query and print: srq_limit L (armed)
+    // The async fd: non-blocking, so that a read with no event returns at
+    // once (EAGAIN) and poll() below decides how long to wait.
+    const int flags = CHECK_ERRNO(fcntl(ctx->async_fd, F_GETFL));
+    CHECK_ERRNO(fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK));
+
+    // 5. One QP per client, all on the SRQ and the CQ (lesson 7's accept loop).
+    std::vector<Client> cs(clients);  // destroyed before srq, cq and pd (declared after them)
+    {
+        wb::Listener listener(opt.tcp_port);  // closed after the last client: one more is refused
+        for (int i = 0; i < clients; ++i) {
+            std::printf("server: waiting for client %d of %d on TCP port %u\n", i + 1, clients, opt.tcp_port);
+            Client& c = cs[i];
+            c.conn = listener.accept(i == 0 ? opt.accept_timeout_s() : opt.timeout_s);
+            ibv_qp_init_attr qp_attr = {
+                .send_cq = cq.get(),
+                .recv_cq = cq.get(),  // receives taken from the SRQ complete on the QP's recv_cq
+                .srq = srq.get(),     // THE change: this QP has no receive queue of its own
+                .cap = {
+                    .max_send_wr = kSendDepth,
+                    .max_recv_wr = 0,  // ignored with an SRQ
+                    .max_send_sge = 1,
+                    .max_recv_sge = 0,
+                },
+                .qp_type = IBV_QPT_RC,
+            };
+            c.qp.reset(CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr)));
+            const uint32_t psn = wb::random_psn();
+            const wb::PeerInfo peer = wb::exchange(c.conn, wb::local_info(kLesson, c.qp.get(), psn, addr), opt.timeout_s);
+            wb::qp_to_init(c.qp.get(), addr, 0);
+            wb::qp_to_rtr(c.qp.get(), addr, peer);
+            wb::qp_to_rts(c.qp.get(), psn);
+            c.peer_qpn = peer.qp_num;
+            std::printf("server: client %d (%s) is connected: QP 0x%x <-> 0x%x, on the SRQ\n", i + 1,
+                        c.conn.peer().c_str(), c.qp->qp_num, peer.qp_num);
+        }
+    }
+
+    // 6. GO to all at once (lesson 7), so that their bursts meet at the SRQ.
+    //    GO also says our QPs are past RTR (lesson 4's "RTR!").
+    std::printf("server: %d of %d clients connected; sending GO\n", clients, clients);
+    for (Client& c : cs) wb::send_token(c.conn, "GO!!");
+
+    // 7. Serve until every client has said DONE and every answer's SEND has
+    //    completed. One loop watches three things: the CQ (busy-polled), the
+    //    async fd and the clients' TCP connections (poll(), when the CQ is empty).
+    using Clock = std::chrono::steady_clock;
+    auto last_news = Clock::now();
+    int done = 0, total = 0;
+    uint32_t in_flight = 0;
+    while (done < clients || in_flight > 0) {
+        ibv_wc wcs[16];
+        const int n = ibv_poll_cq(cq.get(), 16, wcs);
+        if (n < 0) wb::fail("ibv_poll_cq(cq.get(), 16, wcs) failed (returned " + std::to_string(n) + ")");
+        for (int i = 0; i < n; ++i) {
+            const ibv_wc& wc = wcs[i];
+            wb::check_wc(wc, wc.wr_id & kSendTag ? "an answer's SEND" : "a request's RECV on the SRQ");
+            if (wc.wr_id & kSendTag) {  // an answer arrived; its slot is free
+                --cs[wc.wr_id & ~kSendTag].sends_in_flight;
+                --in_flight;
+                continue;
+            }
+            // A request. wc.qp_num is OUR QP that it arrived on: the one
+            // number that says which client sent it.
+            int who = 0;
+            while (who < clients && cs[who].qp->qp_num != wc.qp_num) ++who;
+            if (who == clients) wb::fail("a receive completed for QP " + std::to_string(wc.qp_num) + ", not one of ours");
+            Client& c = cs[who];
+            const uint32_t slot = static_cast<uint32_t>(wc.wr_id);
+            const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get() + slot * kRecvBufferBytes, wc.byte_len);
+            pool.free_slots.push_back(slot);  // read: the buffer may take the next request
+            ++pool.completed;
+            ++c.served;
+            ++total;
+            if (answer.error.empty())
+                std::printf("server: QP 0x%x (client %d) request %d: %" PRId64 " + %" PRId64 " = %" PRId64 "\n",
+                            wc.qp_num, who + 1, c.served, answer.a, answer.b, answer.sum);
+            else
+                std::printf("server: QP 0x%x (client %d) request %d refused: %s\n", wc.qp_num, who + 1, c.served,
+                            answer.error.c_str());
+            c.waiting.push_back(answer.response);
+        }
+        if (pool.refill_due && pool.completed >= pool.refill_at) refill(pool);
+        // Answer on the QP each request came from, as its send queue allows.
+        for (int i = 0; i < clients; ++i) {
+            Client& c = cs[i];
+            while (!c.waiting.empty() && c.sends_in_flight < kSendDepth) {
+                auto* slot = reinterpret_cast<wb::SumResponse*>(answer_buf.get()) + i * kSendDepth +
+                             c.answers_posted % kSendDepth;
+                *slot = c.waiting.front();
+                c.waiting.pop_front();
+                post_send(c.qp.get(), answer_mr.get(), slot, sizeof *slot, kSendTag | static_cast<uint64_t>(i));
+                ++c.answers_posted;
+                ++c.sends_in_flight;
+                ++in_flight;
+            }
+        }
+        if (n > 0) {
+            last_news = Clock::now();
+            continue;
+        }
+
+        // The CQ is empty: sleep at most kIdleMs on the async fd and on the
+        // TCP connections of the clients still working (-1: left out).
+        std::vector<pollfd> fds{{.fd = ctx->async_fd, .events = POLLIN, .revents = 0}};
+        for (const Client& c : cs) fds.push_back({.fd = c.done ? -1 : c.conn.fd(), .events = POLLIN, .revents = 0});
+        int ready;
+        do {
+            ready = poll(fds.data(), fds.size(), kIdleMs);
+        } while (ready == -1 && errno == EINTR);
+        CHECK_ERRNO(ready);
+        if (fds[0].revents & POLLIN) {
+            handle_async_events(ctx, pool);
+            if (pool.refill_due && pool.completed >= pool.refill_at) refill(pool);
+            last_news = Clock::now();
+        }
+        for (int i = 0; i < clients; ++i) {
+            if (fds[i + 1].revents == 0) continue;
+            wb::expect_token(cs[i].conn, "DONE", opt.timeout_s);  // or exits 1: the client closed or sent garbage
+            cs[i].done = true;
+            ++done;
+            last_news = Clock::now();
+            std::printf("server: client %d is done after %d requests\n", i + 1, cs[i].served);
+        }
+        if (Clock::now() - last_news > std::chrono::seconds(opt.timeout_s)) {
+            std::string who;
+            for (int i = 0; i < clients; ++i)
+                if (!cs[i].done) who += " client " + std::to_string(i + 1) + " (" + std::to_string(cs[i].served) + " served)";
+            wb::fail("nothing happened for " + std::to_string(opt.timeout_s) + " s; still waiting for" + who,
+                     "is every client still running? raise --timeout if the machine is slow");
+        }
+    }
+    std::printf("result: served %d requests from %d clients with one SRQ of %u receives; limit reached %d times\n",
+                total, clients, srq_size, pool.limit_events);
+    return 0;
+}
+
+int ask(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int requests) {
+    const auto n = static_cast<uint32_t>(requests);
+    // 2. An ordinary RC client, as in lesson 4: its own receive queue, N
+    //    deep, because it posts a receive for every answer before it sends.
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx))};
+    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx, 2 * requests, nullptr, nullptr, 0))};  // N SENDs + N RECVs
+    ibv_qp_init_attr qp_attr = {
+        .send_cq = cq.get(),
+        .recv_cq = cq.get(),
+        .cap = {.max_send_wr = n, .max_recv_wr = n, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+    wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
+    const uint32_t psn = wb::random_psn();
+
+    // 3. Memory: N requests (no flag: only read by our NIC), N answers
+    //    (LOCAL_WRITE: our NIC writes them).
+    wb::Buffer req_buf = wb::alloc_buffer(n * sizeof(wb::SumRequest));
+    wb::MemoryRegion req_mr{CHECK_PTR(ibv_reg_mr(pd.get(), req_buf.get(), n * sizeof(wb::SumRequest), 0),
+                                      "ulimit -l: is locked memory limited?")};
+    wb::Buffer ans_buf = wb::alloc_buffer(n * sizeof(wb::SumResponse));
+    wb::MemoryRegion ans_mr{CHECK_PTR(ibv_reg_mr(pd.get(), ans_buf.get(), n * sizeof(wb::SumResponse),
+                                                 IBV_ACCESS_LOCAL_WRITE),
+                                      "ulimit -l: is locked memory limited?")};
+
+    // 4. INIT, then a receive for every answer, as one list (lesson 4: before the exchange).
+    wb::qp_to_init(qp.get(), addr, 0);
+    std::vector<ibv_sge> sges(n);
+    std::vector<ibv_recv_wr> rwrs(n);
+    for (uint32_t k = 0; k < n; ++k) {
+        sges[k] = {.addr = reinterpret_cast<uintptr_t>(ans_buf.get()) + k * sizeof(wb::SumResponse),
+                   .length = sizeof(wb::SumResponse), .lkey = ans_mr->lkey};
+        rwrs[k] = {.wr_id = k, .next = k + 1 < n ? &rwrs[k + 1] : nullptr, .sg_list = &sges[k], .num_sge = 1};
+    }
+    ibv_recv_wr* bad_recv = nullptr;
+    CHECK_RC(ibv_post_recv(qp.get(), rwrs.data(), &bad_recv));
+    std::printf("client: posted %u receives before the exchange\n", n);
+
+    // 5. Exchange, RTR, RTS, and wait for GO: the server starts all its clients together.
+    wb::Connection conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
+    const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
+    std::printf("client: peer %s is QP 0x%x; ours is 0x%x\n", conn.peer().c_str(), peer.qp_num, qp->qp_num);
+    wb::qp_to_rtr(qp.get(), addr, peer);
+    wb::qp_to_rts(qp.get(), psn);
+    std::printf("client: waiting for the server's GO (it starts all its clients together)\n");
+    wb::expect_token(conn, "GO!!", opt.timeout_s);
+
+    // 6. The burst: N SENDs in one ibv_post_send, chained through `next`.
+    //    If the SRQ runs out, the server's NIC answers with an RNR NAK and
+    //    ours resends after min_rnr_timer (rnr_retry 7: for ever): slower,
+    //    never an error, and no completion says it happened.
+    std::vector<ibv_sge> ssges(n);
+    std::vector<ibv_send_wr> swrs(n);
+    auto* reqs = reinterpret_cast<wb::SumRequest*>(req_buf.get());
+    for (uint32_t k = 0; k < n; ++k) {
+        reqs[k] = wb::make_sum_request(k + 1, 100 * (k + 1));  // request k+1 asks for (k+1) + 100(k+1)
+        ssges[k] = {.addr = reinterpret_cast<uintptr_t>(&reqs[k]), .length = sizeof(wb::SumRequest),
+                    .lkey = req_mr->lkey};
+        swrs[k] = {.wr_id = k, .next = k + 1 < n ? &swrs[k + 1] : nullptr, .sg_list = &ssges[k], .num_sge = 1,
+                   .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+    }
+    ibv_send_wr* bad_send = nullptr;
+    CHECK_RC(ibv_post_send(qp.get(), swrs.data(), &bad_send));
+    std::printf("client: sent %u requests in one burst\n", n);
+
+    // 7. 2N completions, in any order between SENDs and RECVs. Answers come
+    //    in request order: one QP's messages are delivered in order, into
+    //    our receives in the order we posted them.
+    uint32_t answers = 0;
+    for (uint32_t i = 0; i < 2 * n; ++i) {
+        const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "a request's SEND or an answer's RECV", conn);
+        if (wc.opcode != IBV_WC_RECV) continue;
+        const int64_t a = answers + 1, b = 100 * a;
+        const wb::SumResult r = wb::read_sum_response(ans_buf.get() + wc.wr_id * sizeof(wb::SumResponse), wc.byte_len, a, b);
+        if (!r.error.empty()) wb::result_error(r.error);
+        if (r.sum != a + b)
+            wb::result_error("answer " + std::to_string(a) + " says " + std::to_string(r.sum) + ", not " +
+                             std::to_string(a + b));
+        ++answers;
+        std::printf("client: answer %u: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answers, a, b, r.sum);
+    }
+    wb::send_token(conn, "DONE");
+    std::printf("result: %u requests answered on QP 0x%x, every sum right\n", answers, qp->qp_num);
+    return 0;
+}
+
+}  // namespace

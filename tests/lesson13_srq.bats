@@ -1,0 +1,214 @@
+#!/usr/bin/env bats
+# runs-on: rxe
+#
+# Lesson 13: one shared receive queue (SRQ) serves several RC clients; the
+# server refills it when the SRQ limit event arrives. Server and clients run
+# for real on the RDMA device (Soft-RoCE in the lab).
+
+bats_require_minimum_version 1.5.0
+
+setup() { load helpers/lesson; lesson_setup; }
+teardown() { lesson_teardown; }
+
+# A port counter of the device (hw_counters), e.g. send_rnr_err.
+counter() {
+  cat "/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1"
+}
+
+# A fake peer (tests/helpers/fake_peer.py) on $PORT, in the background.
+# The distribution's python3, -I -S: a version-manager shim costs seconds per start in the lab.
+start_fake() {
+  local py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  start_helper fake "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
+  local i
+  for ((i = 0; i < 100; i++)); do
+    grep -q "fake peer" "$BATS_TEST_TMPDIR/fake.out" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "the fake peer never started: $(cat "$BATS_TEST_TMPDIR/fake.out" "$BATS_TEST_TMPDIR/fake.err")"
+}
+
+# The IPv4 address in the server's GID (its "gid: index N ::ffff:A.B.C.D" line).
+server_ipv4() {
+  sed -n 's/^gid: index [0-9]* ::ffff:\([0-9.]*\) .*/\1/p' "$SERVER_OUT"
+}
+
+# The number K in the server's result line ("limit reached K times").
+limit_count() {
+  sed -n 's/^result: served .* limit reached \([0-9]*\) times$/\1/p' "$SERVER_OUT"
+}
+
+@test "two clients at once share one SRQ: every request is answered on its own QP, and the limit event is raised" {
+  start_server ./lesson13 -p "$PORT" --timeout 20 -c 2 --srq-size 8 --limit 2
+  wait_for_server_line "waiting for client 1 of 2" 10
+  start_helper c1 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 10
+  start_helper c2 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 10
+  wait_helper c1 30
+  assert_equal "$HELPER_STATUS" 0
+  wait_helper c2 30
+  assert_equal "$HELPER_STATUS" 0
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  # The server's last line, and the limit event at least once (20 requests, 8 receives).
+  run tail -n 1 "$SERVER_OUT"
+  assert_output --regexp '^result: served 20 requests from 2 clients with one SRQ of 8 receives; limit reached [0-9]+ times$'
+  (($(limit_count) >= 1)) || fail "limit reached $(limit_count) times"
+  run grep -c '^server: async event "SRQ limit reached" #' "$SERVER_OUT"
+  assert_output "$(limit_count)"
+  # Each client: ten right sums, in order, on its own QP.
+  local c qpn
+  for c in c1 c2; do
+    run cat "$BATS_TEST_TMPDIR/$c.out"
+    assert_line "client: answer 1: 1 + 100 = 101"
+    assert_line "client: answer 10: 10 + 1000 = 1010"
+    assert_equal "$(grep -c '^client: answer ' <<<"$output")" 10
+    assert_line --regexp '^result: 10 requests answered on QP 0x[0-9a-f]+, every sum right$'
+  done
+  # The server told the requests apart by wc.qp_num: ten from each of two QPs.
+  run cat "$SERVER_OUT"
+  for c in 1 2; do
+    qpn=$(sed -n "s/^server: client $c .* QP \(0x[0-9a-f]*\) <-> .*/\1/p" "$SERVER_OUT")
+    [[ -n $qpn ]] || fail "no QP for client $c"
+    assert_equal "$(grep -c "^server: QP $qpn (client $c) request [0-9]*: " "$SERVER_OUT")" 10
+  done
+  assert_line "server: client 1 is done after 10 requests"
+  assert_line "server: client 2 is done after 10 requests"
+}
+
+@test "the server prints the receive-memory arithmetic and the device's SRQ limits" {
+  start_server ./lesson13 -p "$PORT" --timeout 10 -c 3 --srq-size 6 --limit 2
+  wait_for_server_line "waiting for client 1 of 3" 10
+  run cat "$SERVER_OUT"
+  assert_line "server: receive memory: a receive queue per QP needs 3 clients x 6 receives x 64 B = 1152 B; one SRQ needs 6 x 64 B = 384 B, however many clients"
+  assert_line "server: SRQ of 6 receives posted; limit armed at 2"
+  assert_line --regexp '^device: max_srq [1-9][0-9]*, max_srq_wr [1-9][0-9]*, max_srq_sge [1-9][0-9]*$'
+}
+
+@test "an SRQ that runs dry makes clients wait (RNR NAKs counted), not fail" {
+  # Limit 1: the event comes only when the last receive is taken, so the
+  # SRQ is empty until the refill, and the clients' bursts find it so.
+  local rnr_sent rnr_rcvd
+  rnr_sent=$(counter send_rnr_err) rnr_rcvd=$(counter rcvd_rnr_err)
+  start_server ./lesson13 -p "$PORT" --timeout 20 -c 3 --srq-size 3 --limit 1
+  wait_for_server_line "waiting for client 1 of 3" 10
+  start_helper c1 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 30
+  start_helper c2 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 30
+  start_helper c3 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 30
+  local c
+  for c in c1 c2 c3; do
+    wait_helper "$c" 30
+    assert_equal "$HELPER_STATUS" 0
+    run tail -n 1 "$BATS_TEST_TMPDIR/$c.out"
+    assert_output --regexp '^result: 30 requests answered on QP 0x[0-9a-f]+, every sum right$'
+  done
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  run tail -n 1 "$SERVER_OUT"
+  assert_output --regexp '^result: served 90 requests from 3 clients with one SRQ of 3 receives; limit reached [0-9]+ times$'
+  (($(limit_count) >= 1)) || fail "limit reached $(limit_count) times"
+  # Server and clients share rxe0: the server's RNR NAKs and the clients' receipt of them.
+  local sent=$(($(counter send_rnr_err) - rnr_sent)) rcvd=$(($(counter rcvd_rnr_err) - rnr_rcvd))
+  ((sent >= 1 && rcvd >= 1)) || fail "no RNR NAK: send_rnr_err +$sent, rcvd_rnr_err +$rcvd"
+  # No error anywhere: no failed completion on either side.
+  run cat "$SERVER_ERR" "$BATS_TEST_TMPDIR"/c?.err
+  assert_output ""
+}
+
+@test "one client on the tour's settings: the limit fires and the SRQ is refilled and re-armed" {
+  start_server ./lesson13 -p "$PORT" --timeout 10 -c 1 --srq-size 4 --limit 1
+  wait_for_server_line "waiting for client 1 of 1" 10
+  run --separate-stderr ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 6
+  assert_success
+  assert_line --regexp '^result: 6 requests answered on QP 0x[0-9a-f]+, every sum right$'
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  run tail -n 1 "$SERVER_OUT"
+  assert_output --regexp '^result: served 6 requests from 1 clients with one SRQ of 4 receives; limit reached [0-9]+ times$'
+  (($(limit_count) >= 1)) || fail "limit reached $(limit_count) times"
+  run cat "$SERVER_OUT"
+  assert_line --regexp '^server: refilled [0-9]+ receives; limit re-armed at 1$'
+}
+
+@test "more clients than receives is refused before anything is opened" {
+  run --separate-stderr ./lesson13 -c 9 --srq-size 8
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: an SRQ of 8 receives is too small for 9 clients: give it at least one receive per client (--srq-size 9 or more) (see lesson13 -h)"
+  assert_output ""
+}
+
+@test "a limit that is not below the SRQ's size, or is zero, is a usage error" {
+  run --separate-stderr ./lesson13 --srq-size 4 --limit 4
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: --limit: '4' is out of range 1..3 (see lesson13 -h)"
+  run --separate-stderr ./lesson13 --limit 0
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: --limit: '0' is out of range 1..7 (see lesson13 -h)"
+}
+
+@test "non-numbers are usage errors naming the value" {
+  run --separate-stderr ./lesson13 -c two
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: -c: 'two' is not a whole number (see lesson13 -h)"
+  run --separate-stderr ./lesson13 --srq-size 8x
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: --srq-size: '8x' is not a whole number (see lesson13 -h)"
+  run --separate-stderr ./lesson13 127.0.0.1 -n ten
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: -n: 'ten' is not a whole number (see lesson13 -h)"
+}
+
+@test "server options on a client and -n on a server are usage errors" {
+  run --separate-stderr ./lesson13 127.0.0.1 --limit 2
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: -c, --srq-size and --limit are server options (./lesson13 -c CLIENTS) (see lesson13 -h)"
+  run --separate-stderr ./lesson13 -n 3
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: -n is a client option (./lesson13 HOST -n N) (see lesson13 -h)"
+}
+
+@test "a client gives up within its timeout on a server that says nothing" {
+  start_fake silent
+  SECONDS=0
+  run --separate-stderr ./lesson13 -p "$PORT" --timeout 2 127.0.0.1
+  assert_failure 1
+  [ "$SECONDS" -lt 10 ]
+  assert_equal "${stderr_lines[0]}" "lesson13: the peer 127.0.0.1:$PORT sent nothing for 2 s"
+  refute_output --partial "result:"
+}
+
+@test "a server gives up within its timeout on a client that connects and then sends no request" {
+  # The fake client exchanges QP information like a real one, then is silent:
+  # no SEND ever arrives at the SRQ and no DONE on TCP.
+  start_server ./lesson13 -p "$PORT" --timeout 8 -c 1
+  wait_for_server_line "waiting for client 1 of 1" 10
+  start_fake client 13 "$(server_ipv4)"
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 "lesson13: nothing happened for 8 s; still waiting for client 1 (0 served)"
+  run cat "$SERVER_OUT"
+  assert_line "server: 1 of 1 clients connected; sending GO"
+  refute_output --partial "result:"
+}
+
+@test "a server rejects a client of another lesson" {
+  start_server ./lesson13 -p "$PORT" --timeout 5 -c 1
+  wait_for_server_line "waiting for client 1 of 1" 10
+  start_fake client 4 "$(server_ipv4)"
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 --partial "runs lesson 4, this is lesson 13"
+}
+
+@test "-h prints the usage with every default and exits 0" {
+  run --separate-stderr ./lesson13 -h
+  assert_success
+  assert_line --partial "how many clients to serve at once (default: 2)"
+  assert_line --partial "receives in the shared receive queue (default: 8)"
+  assert_line --partial "refill when fewer than L receives are left (default: 2)"
+  assert_line --partial "how many sum requests to send, in one burst (default: 10)"
+  assert_line --partial "default: 18515"
+  assert_equal "$stderr" ""
+}
