@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
     };
     const wb::Usage usage = {
         .synopsis = "[options]              server: add the two numbers a client sends\n"
-                    "  lesson15 [options] HOST A B    client: send A and B, print the sum\n"
+                    "  lesson15 [options] HOST A B     client: send A and B, print the sum\n"
                     "  lesson15 --probe [-d DEV] [-i PORT]   the device's capability matrix",
         .summary = "lesson 4's sum with the extended verbs (ibv_wr_*, ibv_start_poll); --probe: what the device can do",
         .notes = "A and B are signed 64-bit integers; a sum that overflows is an error on both sides (exit 1).",
