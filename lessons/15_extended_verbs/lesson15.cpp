@@ -4,12 +4,12 @@
 // only the API changes). The classic ibv_post_send takes a linked list of
 // ibv_send_wr structs that the provider walks and translates for every post,
 // and ibv_poll_cq copies a whole ibv_wc per completion, fields we never read
-// included. The extended API writes one work request
-// field by field straight into the send queue (ibv_wr_start, ibv_wr_send,
-// ibv_wr_set_sge, ibv_wr_complete), and reads a completion field by field
-// from the CQ entry itself (ibv_start_poll, ibv_wc_read_*, ibv_end_poll),
-// only the fields the CQ was created to hold. New opcodes (atomic write,
-// flush) come as new ibv_wr_* functions, not as new ibv_send_wr members.
+// included. The extended API writes a work request field by field straight
+// into the send queue (ibv_wr_start, ibv_wr_send, ibv_wr_set_sge,
+// ibv_wr_complete), and reads a completion field by field from the CQ entry
+// itself (ibv_start_poll, ibv_wc_read_*, ibv_end_poll), only the fields the
+// CQ was created to hold. New opcodes (atomic write, flush) come as new
+// ibv_wr_* functions, not as new ibv_send_wr members.
 // Receives are still posted with ibv_post_recv: the new API covers the send
 // queue and the CQ. docs/lesson15-extended-verbs.md says what changed, line by line.
 //
@@ -28,7 +28,8 @@
 //     ibv_create_cq_ex (wc_flags: which fields a completion holds), ibv_cq_ex_to_cq
 //     ibv_create_qp_ex (comp_mask, send_ops_flags), ibv_qp_to_qp_ex
 //     ibv_wr_start, ibv_wr_send, ibv_wr_set_sge, ibv_wr_complete
-//     ibv_start_poll, ibv_next_poll, ibv_end_poll, ibv_wc_read_opcode, ibv_wc_read_byte_len
+//     ibv_start_poll, ibv_end_poll, ibv_wc_read_opcode, ibv_wc_read_byte_len
+//     (ibv_next_poll, for a batch of completions: the docs page)
 //     ibv_query_device_ex (--probe)
 //
 // Read more: man ibv_create_qp_ex, man ibv_wr_post, man ibv_create_cq_ex,
@@ -121,7 +122,8 @@ using CompletionQueueEx = std::unique_ptr<ibv_cq_ex, CqExRelease>;
 // empty, 0 when it has made the oldest completion the current one, or an
 // errno value. The current completion is read in place, field by field,
 // until ibv_end_poll hands its entry back; ibv_next_poll would move to the
-// next one inside the same bracket (exercise 15.2 drains a batch that way).
+// next one inside the same bracket (one completion at a time here: the docs
+// page shows the loop that drains a batch).
 // wb::poll_one also watches the peer's TCP connection to report a dead peer
 // at once; this loop relies on the timeout alone.
 ibv_wc poll_one(ibv_cq_ex* cq, int timeout_s, const char* waiting_for) {
