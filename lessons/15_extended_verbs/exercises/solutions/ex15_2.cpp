@@ -105,7 +105,7 @@ using CompletionQueueEx = std::unique_ptr<ibv_cq_ex, CqExRelease>;
 // empty, 0 when it has made the oldest completion the current one, or an
 // errno value. The current completion is read in place, field by field,
 // until ibv_end_poll hands its entry back; ibv_next_poll would move to the
-// next one inside the same bracket (exercise 15.2 drains a batch that way).
+// next one inside the same bracket (one completion at a time here).
 // wb::poll_one also watches the peer's TCP connection to report a dead peer
 // at once; this loop relies on the timeout alone.
 // With `timestamps`, the CQ holds completion timestamps (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP).
