@@ -90,6 +90,9 @@ section() {
   run section 14
   assert_line "result: READ inside ok, WRITE inside ok, READ across the end ok, READ after revoke IBV_WC_REM_ACCESS_ERR, READ after re-bind ok, READ after SEND_WITH_INV IBV_WC_REM_ACCESS_ERR"
   assert_line "result: granted slot 5 through a type 2 window, revoked and re-bound it"
+  run section 15
+  [[ $(grep -cx 'result: 2 + 3 = 5' <<<"$output") -eq 2 ]] # the sum again, by ibv_wr_send and ibv_start_poll
+  assert_line "server: completion IBV_WC_RECV, 16 bytes"
 }
 
 @test "tour.sh N M runs only those lessons" {

@@ -1,0 +1,307 @@
+// ex15_2.cpp - exercise 15.2: ask for completion timestamps, where the device has none.
+//
+// An extended CQ can hold the NIC's clock at the moment each completion was
+// written (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, read with
+// ibv_wc_read_completion_ts). With -T this program asks for them. Run it on
+// rxe: it dies at ibv_create_cq_ex. Find out why (./lesson15 --probe, the
+// errno), then make -T degrade: when the device refuses timestamps, say so in
+// one line and carry on without them; where it grants them, print each
+// completion's timestamp. The task is in README.md beside this file;
+// `make grade EX=15.2` runs both sides with -T and checks against ibv_devinfo -v.
+//
+// TODO(15.2) marks the three places to change.
+//
+// Run it on one host (two terminals):
+//     ex15_2 -T                        server
+//     ex15_2 -T 127.0.0.1 2 3          client
+//
+// Verbs (as in lesson 15): ibv_create_cq_ex (wc_flags), ibv_start_poll,
+// ibv_wc_read_completion_ts, ibv_end_poll.
+#include <infiniband/verbs.h>
+
+#include <endian.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "check.hpp"
+#include "connect.hpp"
+#include "device.hpp"
+#include "exchange.hpp"
+#include "handles.hpp"
+#include "options.hpp"
+#include "sum_protocol.hpp"
+
+namespace {
+
+constexpr uint16_t kLesson = 15;  // sent in the exchange: a lesson-15 client only talks to a lesson-15 server
+
+// The wire format of the two messages, SumRequest and SumResponse, lives in
+// common/sum_protocol.hpp (lessons 8 and 9 reuse it): two fixed 16-byte
+// structs, integers big-endian, and a status in the response so that the
+// server can tell the client why it did not answer with a sum.
+
+// The server's receive buffer is larger than a request, so that a message of
+// the wrong length still lands and byte_len can tell us how long it was (a
+// message larger than the whole buffer fails in the NIC instead, with
+// IBV_WC_LOC_LEN_ERR on most NICs; rxe reports IBV_WC_LOC_QP_OP_ERR here and
+// IBV_WC_REM_OP_ERR at the sender, see docs/lesson4-send-recv.md).
+constexpr uint32_t kRecvBufferBytes = 64;
+// The client can send up to this many bytes with -B, to play a misbehaving client.
+constexpr uint32_t kMaxSendBytes = 128;
+
+// wr_id: our own label for a work request, handed back in its completion.
+constexpr uint64_t kRecvId = 1;
+constexpr uint64_t kSendId = 2;
+
+// Post one receive for a whole buffer: the NIC will put the next incoming
+// SEND there. Written out so the reader sees every field.
+void post_receive(ibv_qp* qp, const ibv_mr* mr, uint32_t length) {
+    ibv_sge sge = {
+        .addr = reinterpret_cast<uintptr_t>(mr->addr),
+        .length = length,  // the most the NIC may write; a longer SEND fails (IBV_WC_LOC_LEN_ERR on most NICs)
+        .lkey = mr->lkey,  // proves to our NIC that this memory is registered
+    };
+    ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};
+    ibv_recv_wr* bad = nullptr;
+    CHECK_RC(ibv_post_recv(qp, &wr, &bad));
+}
+
+// Post one signaled SEND of `length` bytes from the start of `mr`, with the
+// extended API: no ibv_send_wr and no list. Between ibv_wr_start and
+// ibv_wr_complete each call writes straight into the next send queue entry;
+// ibv_wr_complete rings the doorbell for all of them (here one), or returns
+// an errno value and posts none (ibv_wr_abort drops them on purpose).
+void post_send(ibv_qp_ex* qpx, const ibv_mr* mr, uint32_t length) {
+    ibv_wr_start(qpx);
+    qpx->wr_id = kSendId;
+    qpx->wr_flags = IBV_SEND_SIGNALED;  // we want a completion: it says the peer's NIC acknowledged it
+    ibv_wr_send(qpx);                   // the opcode: must be one of the QP's send_ops_flags
+    ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(mr->addr), length);
+    CHECK_RC(ibv_wr_complete(qpx));
+}
+
+// An extended CQ is released as the ibv_cq inside it: ibv_cq_ex_to_cq, then
+// ibv_destroy_cq (the same deleter as wb::CompletionQueue, common/handles.hpp).
+struct CqExRelease {
+    void operator()(ibv_cq_ex* cq) const noexcept {
+        if (int rc = ibv_destroy_cq(ibv_cq_ex_to_cq(cq)); rc != 0)
+            wb::report_release_failure("ibv_destroy_cq", rc > 0 ? rc : errno);
+    }
+};
+using CompletionQueueEx = std::unique_ptr<ibv_cq_ex, CqExRelease>;
+
+// Busy-poll the extended CQ `cq` for one completion, at most timeout_s
+// seconds (wb::poll_one takes an ibv_cq and calls ibv_poll_cq: this is its
+// loop with the new calls). ibv_start_poll returns ENOENT while the CQ is
+// empty, 0 when it has made the oldest completion the current one, or an
+// errno value. The current completion is read in place, field by field,
+// until ibv_end_poll hands its entry back; ibv_next_poll would move to the
+// next one inside the same bracket (one completion at a time here).
+// wb::poll_one also watches the peer's TCP connection to report a dead peer
+// at once; this loop relies on the timeout alone.
+// With `timestamps`, the CQ holds completion timestamps (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP).
+ibv_wc poll_one(ibv_cq_ex* cq, int timeout_s, const char* waiting_for, [[maybe_unused]] bool timestamps) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+    ibv_poll_cq_attr attr = {.comp_mask = 0};  // no options yet: the struct leaves room for them
+    int rc;
+    while ((rc = ibv_start_poll(cq, &attr)) == ENOENT) {
+        if (Clock::now() >= deadline)
+            wb::fail(std::string("no completion for ") + waiting_for + " within " + std::to_string(timeout_s) + " s",
+                     "is the peer still running? raise --timeout if the machine is slow");
+        std::this_thread::yield();  // let the peer run on a busy machine
+    }
+    if (rc != 0) wb::fail(std::string("ibv_start_poll(cq, &attr) failed: ") + wb::errno_str(rc));
+    // wr_id and status are members; every other field has a reader, valid
+    // only if the CQ was created with its IBV_WC_EX_WITH_* flag (opcode and
+    // vendor_err always are), and only on success, like ibv_wc's fields.
+    ibv_wc wc = {.wr_id = cq->wr_id, .status = cq->status, .vendor_err = ibv_wc_read_vendor_err(cq)};
+    if (wc.status == IBV_WC_SUCCESS) {
+        wc.opcode = ibv_wc_read_opcode(cq);
+        wc.byte_len = ibv_wc_read_byte_len(cq);  // IBV_WC_EX_WITH_BYTE_LEN
+        // TODO(15.2): with timestamps, print this completion's one:
+        //     "  completion timestamp: N (ticks of the NIC's clock)"
+    }
+    ibv_end_poll(cq);  // the entry goes back to the CQ: nothing may be read from it after this
+    wb::check_wc(wc, waiting_for);
+    return wc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string send_bytes_text, timestamps_flag;
+    const wb::ExtraOption extra[] = {
+        {'B', "send-bytes", "N",
+         "client: send N bytes, 0..128 (default: 16, one request);\n"
+         "                        any other length plays a misbehaving client",
+         &send_bytes_text},
+        {'T', "timestamps", nullptr, "ask the CQs for completion timestamps (default: no)", &timestamps_flag},
+    };
+    const wb::Usage usage = {
+        .synopsis = "[options]              server: add the two numbers a client sends\n"
+                    "  ex15_2 [options] HOST A B     client: send A and B, print the sum",
+        .summary = "exercise 15.2: lesson 15's sum, with -T asking for completion timestamps",
+        .notes = "A and B are signed 64-bit integers; a sum that overflows is an error on both sides (exit 1).",
+        .numbers_after_host = true,
+    };
+    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
+    // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
+    const wb::SumArgs sum_args = wb::parse_sum_args(opt);
+    const bool is_server = sum_args.is_server;
+    if (is_server && opt.given('B')) wb::usage_error("-B is a client option");
+    const int64_t a = sum_args.a, b = sum_args.b;
+    const uint32_t send_bytes = opt.given('B')
+                                    ? static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes))
+                                    : sizeof(wb::SumRequest);
+
+    // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
+    wb::Context ctx = wb::open_device(opt.device);
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
+    wb::print_address(ibv_get_device_name(ctx->device), addr);
+
+    // 2. The objects of an RC connection, in creation order (reverse destruction: lesson 2).
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
+    // Two CQs, one for our SENDs and one for our RECVs, so that each wait
+    // below is for exactly one thing. One entry each: one message each way.
+    // An extended CQ holds only the fields wc_flags names: we read byte_len,
+    // and with -T the completion timestamp.
+    bool timestamps = opt.given('T');
+    ibv_cq_init_attr_ex cq_attr = {
+        .cqe = 1,
+        .wc_flags = uint64_t{IBV_WC_EX_WITH_BYTE_LEN} | (timestamps ? uint64_t{IBV_WC_EX_WITH_COMPLETION_TIMESTAMP} : 0),
+    };
+    // TODO(15.2): a device without completion timestamps refuses this CQ.
+    //   Tell that refusal from any other failure (which errno?), print
+    //     "server: completion timestamps refused by ibv_create_cq_ex: <errno name and text>"
+    //   (client: on the client), and create the CQs without timestamps.
+    CompletionQueueEx send_cq{CHECK_PTR(ibv_create_cq_ex(ctx.get(), &cq_attr))};
+    CompletionQueueEx recv_cq{CHECK_PTR(ibv_create_cq_ex(ctx.get(), &cq_attr))};
+    ibv_qp_init_attr_ex qp_attr = {
+        .send_cq = ibv_cq_ex_to_cq(send_cq.get()),  // a QP takes the ibv_cq inside an ibv_cq_ex
+        .recv_cq = ibv_cq_ex_to_cq(recv_cq.get()),
+        .cap = {
+            .max_send_wr = 1,   // one SEND outstanding at a time
+            .max_recv_wr = 1,   // one receive posted at a time
+            .max_send_sge = 1,  // each message is one contiguous buffer
+            .max_recv_sge = 1,
+        },
+        .qp_type = IBV_QPT_RC,  // reliable connected: acknowledged, in order, one peer
+        // comp_mask says which of the fields below are set: the PD (a
+        // member here, an argument of ibv_create_qp) and the opcodes that
+        // this QP's ibv_wr_* calls may use, declared up front.
+        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+        .pd = pd.get(),
+        .send_ops_flags = IBV_QP_EX_WITH_SEND,
+    };
+    wb::QueuePair qp{CHECK_PTR(ibv_create_qp_ex(ctx.get(), &qp_attr))};
+    // The same QP seen through its extended interface: the ibv_wr_* calls take this.
+    ibv_qp_ex* const qpx = CHECK_PTR(ibv_qp_to_qp_ex(qp.get()));
+    const uint32_t psn = wb::random_psn();
+
+    // 3. Memory. The receive buffer: LOCAL_WRITE, because our own NIC writes
+    //    the incoming SEND into it; no REMOTE_* flag, since a SEND never names
+    //    our memory (the receive we post decides where it lands). The send
+    //    buffer: no flag at all: the NIC only reads it, and local read access
+    //    is always granted.
+    const uint32_t recv_len = is_server ? kRecvBufferBytes : sizeof(wb::SumResponse);
+    wb::Buffer recv_buf = wb::alloc_buffer(recv_len);
+    wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), recv_len, IBV_ACCESS_LOCAL_WRITE),
+                                       "ulimit -l: is locked memory limited?")};
+    wb::Buffer send_buf = wb::alloc_buffer(kMaxSendBytes);
+    wb::MemoryRegion send_mr{CHECK_PTR(ibv_reg_mr(pd.get(), send_buf.get(), kMaxSendBytes, 0),
+                                       "ulimit -l: is locked memory limited?")};
+
+    // 4. RESET -> INIT (lesson 3's first transition): a QP accepts receives
+    //    from INIT on. The peer may do nothing to our memory: remote access 0.
+    wb::qp_to_init(qp.get(), addr, 0);
+
+    // 5. Post the receive NOW, before the peer learns our QP number: the
+    //    peer cannot send before the exchange, so the receive is certainly
+    //    there when its SEND arrives. A SEND that finds no receive is answered
+    //    with an RNR NAK (receiver not ready) and retried after min_rnr_timer;
+    //    with rnr_retry = 0 it would fail at once (docs/lesson4-send-recv.md).
+    post_receive(qp.get(), recv_mr.get(), recv_len);
+    std::printf("%s: posted a %u-byte receive before the exchange\n", is_server ? "server" : "client", recv_len);
+
+    // 6. Out-of-band exchange over TCP: QP number, PSN, GID (common/exchange.cpp).
+    wb::Connection conn;
+    if (is_server) {
+        wb::Listener listener(opt.tcp_port);
+        std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
+        conn = listener.accept(opt.accept_timeout_s());
+    } else {
+        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
+    }
+    const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
+    std::printf("%s: peer %s is QP 0x%x\n", is_server ? "server" : "client", conn.peer().c_str(), peer.qp_num);
+
+    // 7. INIT -> RTR -> RTS: lesson 3's other two transitions (common/connect.cpp,
+    //    rnr_retry 7 and min_rnr_timer 12 among them).
+    wb::qp_to_rtr(qp.get(), addr, peer);
+    wb::qp_to_rts(qp.get(), psn);
+
+    // 8. The client must not SEND before the server's QP is in RTR: a QP in
+    //    INIT drops every packet, and the client's NIC would only resend after
+    //    its ACK timeout (67 ms). So the server says "RTR!" on the TCP
+    //    connection, and the client waits for it. Lessons 5 to 8 do the same.
+    if (is_server) {
+        wb::send_token(conn, "RTR!");
+    } else {
+        wb::expect_token(conn, "RTR!", opt.timeout_s);
+    }
+
+    if (is_server) {
+        // 9. Wait for the request: a RECV completion. byte_len is how many
+        //    bytes the client's SEND carried; only exactly one request is valid.
+        std::printf("server: QP 0x%x is RTS; waiting for the client's SEND\n", qp->qp_num);
+        const ibv_wc wc = poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", timestamps);
+        std::printf("server: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
+
+        // The application's part (common/sum_protocol.cpp): decode exactly
+        // one request, never reading beyond byte_len; add with overflow check.
+        const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get(), wc.byte_len);
+        if (wc.byte_len == sizeof(wb::SumRequest))
+            std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
+
+        // 10. SEND the response, errors included, so that the client can say
+        //    why. Its receive was posted before the exchange, so it is there.
+        std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
+        post_send(qpx, send_mr.get(), sizeof answer.response);
+        poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response", timestamps);
+        std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
+        if (!answer.error.empty()) wb::result_error(answer.error);
+        std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
+        return 0;
+    }
+
+    // Client.
+    // 9. SEND the request: A and B in network byte order. With -B the client
+    //    sends a different length on purpose (the rest is zero bytes).
+    const wb::SumRequest request = wb::make_sum_request(a, b);
+    std::memcpy(send_buf.get(), &request, sizeof request);
+    std::printf("client: sending %" PRId64 " and %" PRId64 " (%u bytes)\n", a, b, send_bytes);
+    post_send(qpx, send_mr.get(), send_bytes);
+    // The SEND's completion: the server's NIC acknowledged the message (it is
+    // in the server's receive buffer), not that the server has read it.
+    poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request", timestamps);
+
+    // 10. The response arrives in the receive we posted in step 5.
+    const ibv_wc wc = poll_one(recv_cq.get(), opt.timeout_s, "the server's response (RECV)", timestamps);
+    std::printf("client: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
+    const wb::SumResult r = wb::read_sum_response(recv_buf.get(), wc.byte_len, a, b);
+    if (r.status == wb::kSumBadRequest)  // we know what we sent: say it
+        wb::result_error("the server refused the request: it was " + std::to_string(send_bytes) + " bytes, not " +
+                         std::to_string(sizeof(wb::SumRequest)));
+    if (!r.error.empty()) wb::result_error(r.error);
+    std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b, r.sum);
+    return 0;
+}
