@@ -38,6 +38,22 @@ die() {
 }
 
 # Power off; qemu runs with -no-reboot, so a reboot ends it.
+# watch_ready: copy stdin to stdout line by line; at the first line that
+# contains $READY, create /pair/a.ready (guest b waits for it).
+watch_ready() {
+  seen=
+  while IFS= read -r line || [ -n "$line" ]; do
+    printf '%s\n' "$line"
+    if [ -z "$seen" ]; then
+      case $line in *"$READY"*)
+        touch /pair/a.ready
+        seen=1
+        ;;
+      esac
+    fi
+  done
+}
+
 finish() {
   sync
   reboot -f
@@ -53,8 +69,9 @@ for word in $cmdline; do
 done
 # shellcheck source=/dev/null
 . "/lab/$role.conf" || die "cannot read /lab/$role.conf"
-# From $role.conf: MODE (run|shell|pair), CHECKOUT, NETDEV, ADDR, and in
-# shell mode ROWS and COLS (the host terminal's size, if known).
+# From $role.conf: MODE (run|shell|pair), CHECKOUT, NETDEV, ADDR, in
+# shell mode ROWS and COLS (the host terminal's size, if known), and in
+# pair mode READY (lab.sh pair --ready TEXT, if given).
 
 mark "initramfs done, per-run share mounted"
 
@@ -171,12 +188,18 @@ if [ "$MODE" = pair ]; then
   if [ "$role" = a ]; then
     touch /pair/a.started || die "cannot write /pair/a.started"
   else
+    # With READY (lab.sh pair --ready TEXT), a's command must also have
+    # printed a line containing TEXT: its server listens.
+    wanted=/pair/a.started
+    [ -z "${READY:-}" ] || wanted=/pair/a.ready
     tries=0
-    until [ -e /pair/a.started ]; do
+    until [ -e "$wanted" ]; do
+      # a writes a.done when its command has ended (before it powers off);
       # lab.sh creates a.exited when guest a's qemu has ended.
+      [ ! -e /pair/a.done ] || die "a's command ended without printing a line with '$READY'"
       [ ! -e /lab/a.exited ] || die "guest a stopped before starting its command"
       tries=$((tries + 1))
-      [ "$tries" -le 1200 ] || die "guest a did not start its command in 120 s"
+      [ "$tries" -le 1200 ] || die "guest a did not start its command (or print '${READY:-}') in 120 s"
       sleep 0.1
     done
   fi
@@ -193,9 +216,21 @@ else
   # raw: no \n -> \r\n translation, the host gets the bytes as written.
   stty -F /dev/ttyS1 raw -echo
   stty -F /dev/ttyS2 raw -echo
-  env -i chroot /newroot /bin/bash "/run/lab/$role.cmd" \
-    </dev/null >/dev/ttyS1 2>/dev/ttyS2
-  status=$?
+  if [ "$MODE" = pair ] && [ "$role" = a ] && [ -n "${READY:-}" ]; then
+    # a's stdout passes through watch_ready, which tells b when READY shows.
+    mkfifo /a-stdout.fifo || die "cannot make /a-stdout.fifo"
+    watch_ready </a-stdout.fifo >/dev/ttyS1 &
+    watcher=$!
+    env -i chroot /newroot /bin/bash "/run/lab/$role.cmd" \
+      </dev/null >/a-stdout.fifo 2>/dev/ttyS2
+    status=$?
+    wait "$watcher"
+    touch /pair/a.done
+  else
+    env -i chroot /newroot /bin/bash "/run/lab/$role.cmd" \
+      </dev/null >/dev/ttyS1 2>/dev/ttyS2
+    status=$?
+  fi
   # stty waits for the ports to drain: nothing is lost at power-off.
   stty -F /dev/ttyS1 raw
   stty -F /dev/ttyS2 raw

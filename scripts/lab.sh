@@ -9,7 +9,7 @@
 # Usage:
 #   scripts/lab.sh run [--timeout SECS] -- CMD [ARGS...]
 #   scripts/lab.sh shell
-#   scripts/lab.sh pair [--pcap FILE] [--timeout SECS] --a 'CMD' --b 'CMD'
+#   scripts/lab.sh pair [--pcap FILE] [--timeout SECS] [--ready TEXT] --a 'CMD' --b 'CMD'
 #   scripts/lab.sh fetch
 #   scripts/lab.sh -h
 #
@@ -21,7 +21,9 @@
 #          (exit or Ctrl-D powers it off; Ctrl-A X kills it).
 #   pair   two guests, a (192.0.2.1) and b (192.0.2.2), joined by a virtual
 #          cable, rxe0 on eth0 in each; b starts its command once a has
-#          started its own. Output lines are prefixed "[a] " / "[b] ".
+#          started its own, or with --ready TEXT once a has printed a line
+#          containing TEXT (its server listens). Output lines are prefixed
+#          "[a] " / "[b] ".
 #          --pcap FILE writes every frame on the cable to FILE.
 #          Exit status: a's if non-zero, else b's. Default timeout 600 s.
 #   fetch  download and unpack the kernel, build the initramfs (run, shell

@@ -284,3 +284,19 @@ stub() {
     run -5 "$CLONE/scripts/lab.sh" pair --timeout 300 --a 'true' --b 'exit 5'
     assert_line "lab.sh: a exited 0, b exited 5"
 }
+
+@test "pair --ready: b starts only once a has printed the ready line, and a's output and status are kept" {
+    # a prints its ready line after 3 s; without --ready, b would print first.
+    run -4 "$CLONE/scripts/lab.sh" pair --timeout 300 --ready 'now listening' \
+        --a 'echo early; sleep 3; echo "server: now listening"; sleep 1; echo late; exit 4' \
+        --b 'echo "b started"'
+    assert_line "lab.sh: a exited 4, b exited 0"
+    [[ $(grep -E '^\[(a|b)\] ' <<<"$output" | paste -sd'|') == \
+        "[a] early|[a] server: now listening|[b] b started|[a] late" ]]
+}
+
+@test "pair --ready: b gives up when a's command ends without the ready line" {
+    run "$CLONE/scripts/lab.sh" pair --timeout 300 --ready 'never printed' --a 'echo done' --b 'echo "b started"'
+    refute_line "[b] b started"
+    assert_line --partial "ended without printing a line with 'never printed'"
+}

@@ -1,17 +1,23 @@
 # shellcheck shell=bash
-# lab/cmd_pair.sh: `lab.sh pair [--pcap FILE] [--timeout SECS] --a 'CMD'
-# --b 'CMD'` (part of scripts/lab.sh; sourced, never run).
+# lab/cmd_pair.sh: `lab.sh pair [--pcap FILE] [--timeout SECS] [--ready TEXT]
+# --a 'CMD' --b 'CMD'` (part of scripts/lab.sh; sourced, never run).
 
 # Two guests, a (192.0.2.1) and b (192.0.2.2), joined by a virtual cable;
-# each runs its bash command string. Exit status: a's if non-zero, else b's.
+# each runs its bash command string; b starts once a has started its own,
+# or with --ready once a's command has printed a line containing TEXT.
+# Exit status: a's if non-zero, else b's.
 cmd_pair() {
-  local timeout=600 pcap="" cmd_a="" cmd_b=""
+  local timeout=600 pcap="" cmd_a="" cmd_b="" ready=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --timeout) timeout=$(parse_timeout "${2:-}") ;;
       --pcap)
         [[ -n ${2:-} ]] || misuse "--pcap needs a file name"
         pcap=$2
+        ;;
+      --ready)
+        [[ -n ${2:-} ]] || misuse "--ready needs a text (a line of a's output that says b may start)"
+        ready=$2
         ;;
       --a)
         [[ -n ${2:-} ]] || misuse "--a needs a command"
@@ -44,6 +50,9 @@ cmd_pair() {
   # b's share is a's: every file in it is written before a boots.
   write_guest_files "$rundir/share" a pair eth0 192.0.2.1/24 192.0.2.2 bash -c "$cmd_a"
   write_guest_files "$rundir/share" b pair eth0 192.0.2.2/24 192.0.2.1 bash -c "$cmd_b"
+  if [[ -n $ready ]]; then
+    for role in a b; do printf 'READY=%q\n' "$ready" >>"$rundir/share/$role.conf"; done
+  fi
   # The one folder the guests may write: a.started, which b waits for.
   # The host never opens anything in it.
   mkdir "$rundir/pair"
