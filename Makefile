@@ -5,6 +5,7 @@
 #   make check      install what is missing, build, run every test; ends with "N passed, N failed, N skipped"
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
+#   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list)
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make clean
 #
@@ -25,7 +26,7 @@ endif
 # text, must be one plain word, and reaches the script only as an exported
 # environment variable that the recipe quotes ("$$LESSON"). A new variable
 # (EX, SCENARIO, ...) is added to this list and used the same way.
-TARGET_VARS := LESSON EX SOLUTIONS
+TARGET_VARS := LESSON EX SOLUTIONS SCENARIO
 # Characters a target variable may hold; everything else is refused.
 WORD_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z \
   A B C D E F G H I J K L M N O P Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 . _ -
@@ -107,7 +108,7 @@ grade: deps
 
 capture: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/capture_lesson.sh "$$LESSON"
+	@scripts/capture_lesson.sh "$$LESSON" "$$SCENARIO"
 
 clean:
 	rm -rf build $(LESSONS)

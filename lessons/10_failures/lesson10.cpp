@@ -92,6 +92,7 @@ struct Side {
     uint32_t psn = 0;
     wb::PeerInfo peer;
     std::map<std::string, uint64_t> counters;  // the port's hw_counters when we started
+    Clock::time_point posted;                  // when the last work request was posted
 };
 
 // --- the port's counters: where to look when it fails -----------------------
@@ -207,6 +208,7 @@ void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey = 0) {
     };
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(s.qp.get(), &wr, &bad));
+    s.posted = Clock::now();
 }
 
 // --- connecting, with every knob the failures turn in sight ------------------
@@ -285,10 +287,9 @@ void go(Side& s) {
 // The client: wait for its one completion, compare it with what the lesson
 // teaches, tell the server "DONE", and print the result line.
 int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why) {
-    const auto t0 = Clock::now();
     const std::optional<ibv_wc> wc = wait_completion(s.send_cq.get(), s.opt.timeout_s);
     if (wc) print_completion(s, *wc);
-    std::printf("client: %.3f s after the post; our QP is %s\n", seconds_since(t0),
+    std::printf("client: %.3f s after the post; our QP is %s\n", seconds_since(s.posted),
                 wb::qp_state_name(wb::query_state(s.qp.get())));
     print_async_events(s, 100);
     print_counter_deltas(s);
@@ -305,9 +306,8 @@ int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const 
 
 // The server: wait for the client's "DONE", then report every completion
 // its CQs hold, its QP's state, async events and counters.
-int server_reports(Side& s, const char* scenario) {
+int server_reports(Side& s, const char* scenario, std::string seen = "") {
     wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
-    std::string seen;
     for (ibv_cq* cq : {s.recv_cq.get(), s.send_cq.get()}) {
         while (const std::optional<ibv_wc> wc = wait_completion(cq, 0)) {
             print_completion(s, *wc);
@@ -352,6 +352,7 @@ int rnr_wait(Side& s) {
     to_rts(s, 7, 7);
     go(s);
     if (s.server) {
+        std::string seen;
         for (uint8_t timer : {kMinRnrTimer, uint8_t{0}}) {
             if (timer != kMinRnrTimer) {
                 // The RNR timer may change in RTS (RTS -> RTS, IBV_QP_MIN_RNR_TIMER).
@@ -365,8 +366,9 @@ int rnr_wait(Side& s) {
             const std::optional<ibv_wc> wc = wait_completion(s.recv_cq.get(), s.opt.timeout_s);
             if (!wc) wb::fail("no RECV within " + std::to_string(s.opt.timeout_s) + " s");
             print_completion(s, *wc);
+            seen += (seen.empty() ? "" : ", ") + status_text(wc->status);
         }
-        return server_reports(s, "rnr-wait");
+        return server_reports(s, "rnr-wait", seen);
     }
     std::string took;
     for (int round = 0; round < 2; ++round) {
@@ -522,15 +524,28 @@ int mtu(Side& s) {
     std::printf("client: path MTU 4096, port's active MTU %d: sending 4000 bytes as one packet\n",
                 wb::mtu_bytes(s.addr.attr.active_mtu));
     post(s, IBV_WR_SEND, 4000);
-    // Through rxe's loopback (both sides on one host) the packet is never
-    // dropped: the server's NIC refuses a packet longer than its own path MTU.
-    const bool loopback = std::memcmp(&s.peer.gid, &s.addr.gid, sizeof s.peer.gid) == 0;
-    if (loopback)
-        return client_expects(s, "mtu", IBV_WC_REM_INV_REQ_ERR,
-                              "one host: rxe's loopback delivered the 4000-byte packet, and the server, whose "
-                              "path MTU is 1024, answered NAK invalid request");
-    return client_expects(s, "mtu", IBV_WC_RETRY_EXC_ERR,
-                          "the 4000-byte packet did not fit the 1500-byte link and was dropped, every try");
+    // Both sides on one host: rxe's loopback hands the packet over without a
+    // link, so nothing is too big, and the mistake goes unnoticed.
+    if (std::memcmp(&s.peer.gid, &s.addr.gid, sizeof s.peer.gid) == 0)
+        return client_expects(s, "mtu", IBV_WC_SUCCESS,
+                              "one host: rxe's loopback carries any size, so the wrong MTU goes unnoticed here; "
+                              "across two hosts the SEND never completes (docs/lesson10-failures.md)");
+    // Two hosts: the 4000-byte packet does not fit the link, rxe's every
+    // attempt to send it fails (send_err), and it tries again, for ever: no
+    // completion, no retry_cnt. We wait 2 s, then move the QP to ERR ourselves,
+    // which flushes the stuck SEND: that is how a program gets its WRs back.
+    if (const std::optional<ibv_wc> early = wait_completion(s.send_cq.get(), 2)) {
+        print_completion(s, *early);
+        wb::send_token(s.conn, "DONE");
+        wb::result_error("mtu: expected no completion within 2 s, got " + status_text(early->status));
+    }
+    std::printf("client: no completion after %.1f s; send_err +%" PRIu64 "; moving our QP to ERR\n",
+                seconds_since(s.posted), counter_delta(s, "send_err"));
+    ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+    CHECK_RC(ibv_modify_qp(s.qp.get(), &err, IBV_QP_STATE));
+    return client_expects(s, "mtu", IBV_WC_WR_FLUSH_ERR,
+                          "the 4000-byte packet never fit the 1500-byte link; rxe retried it for ever (send_err) "
+                          "until we moved the QP to ERR, which flushed it");
 }
 
 // The index of a RoCE v2 GID of the other family than `a`'s: IPv6 when `a`
