@@ -55,7 +55,6 @@ between() {
   client_ended_with "result: rnr-wait: IBV_WC_SUCCESS (0), as expected: "
   assert_line --regexp '^result: rnr-wait: IBV_WC_SUCCESS \(0\), as expected: both SENDs landed late, no error: '
   # min_rnr_timer 12 (0.64 ms): about 1 s and many RNR NAKs; 0 (655 ms): two waits, 1.31 s.
-  # min_rnr_timer 12 (0.64 ms): about 1 s and many RNR NAKs; 0 (655 ms): two waits, 1.31 s.
   local times naks
   mapfile -t times < <(sed -n 's/^client: the SEND completed \([0-9.]*\) s after the post.*/\1/p' <<<"$output")
   mapfile -t naks < <(sed -n 's/^client: the SEND completed .* after \([0-9]*\) RNR NAKs.*/\1/p' <<<"$output")
