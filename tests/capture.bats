@@ -147,20 +147,20 @@ capture() {
 
 @test "make capture refuses a lesson without a peer, with the reason, before booting anything" {
   run -2 make -s capture LESSON=2
-  assert_output --partial "capture_lesson.sh: lesson 2 has no peer, so nothing crosses a wire; lessons 4 5 6 7 8 9 do"
+  assert_output --partial "capture_lesson.sh: lesson 2 has no peer, so nothing crosses a wire; lessons 4 5 6 7 8 9 10 do"
   refute_output --partial "capture: lesson 2"   # the line printed before the guests boot
 }
 
 @test "capture_lesson.sh refuses no lesson, an unknown lesson and one without a peer, exit 2, before booting anything" {
   run -2 scripts/capture_lesson.sh
-  assert_output "capture_lesson.sh: which lesson? make capture LESSON=N (N is one of 4 5 6 7 8 9)"
-  for bad in x 0 10 04 '4; true'; do
+  assert_output "capture_lesson.sh: which lesson? make capture LESSON=N (N is one of 4 5 6 7 8 9 10)"
+  for bad in x 0 11 04 '4; true'; do
     run -2 scripts/capture_lesson.sh "$bad"
-    assert_output "capture_lesson.sh: no lesson '$bad'; lessons 4 5 6 7 8 9 have two sides to capture"
+    assert_output "capture_lesson.sh: no lesson '$bad'; lessons 4 5 6 7 8 9 10 have two sides to capture"
   done
   for alone in 1 2 3; do
     run -2 scripts/capture_lesson.sh "$alone"
-    assert_output "capture_lesson.sh: lesson $alone has no peer, so nothing crosses a wire; lessons 4 5 6 7 8 9 do"
+    assert_output "capture_lesson.sh: lesson $alone has no peer, so nothing crosses a wire; lessons 4 5 6 7 8 9 10 do"
   done
 }
 
