@@ -64,6 +64,11 @@ constexpr uint16_t kLesson = 10;  // sent in the exchange: a lesson-10 client on
 // connection: exactly 16 bytes, the name padded with NUL bytes.
 constexpr size_t kNameBytes = 16;
 constexpr uint32_t kBufferBytes = 4096;  // every MR: one page
+// After the exchange the two sides keep in step with 4-byte tokens on the TCP
+// connection (wb::send_token): "RTR!" the server's QP is ready (lesson 4);
+// "DONE" the client has its result, the server may report; "NEXT" (rnr-wait)
+// the server changed its RNR timer; "AGIN" (recover) the client failed and
+// both start again from RESET.
 
 // wr_id: our own label for a work request, handed back in its completion
 // (also in a failed one: wr_id and status are all a failed completion carries).
@@ -193,10 +198,10 @@ void post_receive(Side& s, uint32_t length) {
     CHECK_RC(ibv_post_recv(s.qp.get(), &wr, &bad));
 }
 
-// One signaled work request of `length` bytes from our buffer; an RDMA
-// WRITE or READ targets the peer's buffer with `rkey`.
-void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey = 0) {
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.mr->addr), .length = length, .lkey = s.mr->lkey};
+// One signaled work request of `length` bytes from our buffer, at `offset`
+// in it; an RDMA WRITE or READ targets the peer's buffer with `rkey`.
+void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey = 0, uint32_t offset = 0) {
+    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf.get() + offset), .length = length, .lkey = s.mr->lkey};
     ibv_send_wr wr = {
         .wr_id = kSendId,
         .next = nullptr,
@@ -598,6 +603,9 @@ void print_state(const Side& s, const char* step) {
     std::printf("%s: %-14s QP is %s\n", s.who, step, wb::qp_state_name(wb::query_state(s.qp.get())));
 }
 
+// recover's messages: the receive owns the buffer's first bytes, what we send starts here.
+constexpr uint32_t kSendOffset = 64;
+
 // recover: after rnr's failure, drain the CQ, take the QP round through RESET
 // with fresh PSNs on both sides, and add 2 + 3 (lesson 4) on it.
 int recover(Side& s) {
@@ -645,12 +653,8 @@ int recover(Side& s) {
         if (!wc) wb::fail("no request within " + std::to_string(s.opt.timeout_s) + " s");
         wb::check_wc(*wc, "the client's request (RECV)");
         const wb::SumAnswer answer = wb::answer_sum_request(s.buf.get(), wc->byte_len);
-        std::memcpy(s.buf.get() + 64, &answer.response, sizeof answer.response);
-        ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf.get() + 64), .length = 16, .lkey = s.mr->lkey};
-        ibv_send_wr wr = {.wr_id = kSendId, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                          .send_flags = IBV_SEND_SIGNALED};
-        ibv_send_wr* bad = nullptr;
-        CHECK_RC(ibv_post_send(s.qp.get(), &wr, &bad));
+        std::memcpy(s.buf.get() + kSendOffset, &answer.response, sizeof answer.response);
+        post(s, IBV_WR_SEND, sizeof answer.response, 0, kSendOffset);
         wb::poll_one(s.send_cq.get(), s.opt.timeout_s, "the SEND of the response", s.conn);
         wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
         print_counter_deltas(s);
@@ -660,12 +664,8 @@ int recover(Side& s) {
         return 0;
     }
     const wb::SumRequest request = wb::make_sum_request(2, 3);
-    std::memcpy(s.buf.get() + 64, &request, sizeof request);  // the receive owns bytes 0..15
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf.get() + 64), .length = 16, .lkey = s.mr->lkey};
-    ibv_send_wr wr = {.wr_id = kSendId, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                      .send_flags = IBV_SEND_SIGNALED};
-    ibv_send_wr* bad = nullptr;
-    CHECK_RC(ibv_post_send(s.qp.get(), &wr, &bad));
+    std::memcpy(s.buf.get() + kSendOffset, &request, sizeof request);
+    post(s, IBV_WR_SEND, sizeof request, 0, kSendOffset);
     wb::poll_one(s.send_cq.get(), s.opt.timeout_s, "the SEND of the request", s.conn);
     const ibv_wc wc = wb::poll_one(s.recv_cq.get(), s.opt.timeout_s, "the server's response (RECV)", s.conn);
     const wb::SumResult r = wb::read_sum_response(s.buf.get(), wc.byte_len, 2, 3);
