@@ -290,11 +290,14 @@ void go(Side& s) {
 // --- how each side ends ----------------------------------------------------------
 
 // The client: wait for its one completion, compare it with what the lesson
-// teaches, tell the server "DONE", and print the result line.
-int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why) {
+// teaches, tell the server "DONE", and print the result line (with the time
+// the completion took, when `timed`).
+int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why,
+                   bool timed = false) {
     const std::optional<ibv_wc> wc = wait_completion(s.send_cq.get(), s.opt.timeout_s);
+    const double took = seconds_since(s.posted);
     if (wc) print_completion(s, *wc);
-    std::printf("client: %.3f s after the post; our QP is %s\n", seconds_since(s.posted),
+    std::printf("client: %.3f s after the post; our QP is %s\n", took,
                 wb::qp_state_name(wb::query_state(s.qp.get())));
     print_async_events(s, 100);
     print_counter_deltas(s);
@@ -305,7 +308,9 @@ int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const 
     if (wc->status != expected)
         wb::result_error(std::string(scenario) + ": expected " + status_text(expected) + ", got " +
                          status_text(wc->status));
-    std::printf("result: %s: %s, as expected: %s\n", scenario, status_text(expected).c_str(), why.c_str());
+    std::printf("result: %s: %s, as expected: %s", scenario, status_text(expected).c_str(), why.c_str());
+    if (timed) std::printf("; it took %.2f s", took);
+    std::printf("\n");
     return 0;
 }
 
@@ -469,7 +474,7 @@ int retry(Side& s) {
     std::snprintf(why, sizeof why,
                   "nothing answered: %d tries x 67 ms (timeout 14, retry_cnt %d) predict %.2f s", kRetryCnt + 1,
                   kRetryCnt, predicted);
-    return client_expects(s, "retry", IBV_WC_RETRY_EXC_ERR, why);
+    return client_expects(s, "retry", IBV_WC_RETRY_EXC_ERR, why, true);
 }
 
 // flush: three work requests, the first fails; the rest are flushed.
