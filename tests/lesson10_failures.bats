@@ -139,6 +139,8 @@ between() {
   run -0 ./lesson10 --list
   [[ $(cut -d' ' -f1 <<<"$output" | paste -sd' ') == "rnr rnr-wait rem-access qp-access len retry flush mtu gid recover" ]]
   assert_line --regexp '^rnr +the server posts no receive; the client.s rnr_retry is 0$'
+  run -2 --separate-stderr ./lesson10 --list 127.0.0.1 rnr
+  assert_equal "$stderr" "lesson10: --list takes no HOST or SCENARIO (see lesson10 -h)"
 }
 
 @test "-h prints the usage with its defaults and the scenarios, and exits 0" {

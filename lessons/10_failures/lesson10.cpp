@@ -714,7 +714,7 @@ int main(int argc, char** argv) {
         {'l', "list", nullptr, "list the scenarios, one line each, and exit", &list_flag},
     };
     const wb::Usage usage = {
-        .synopsis = "[options]                 server: plays its side of the client's scenario\n"
+        .synopsis = "[options]                server: plays its side of the client's scenario\n"
                     "  lesson10 [options] HOST SCENARIO  client: make SCENARIO's failure happen\n"
                     "  lesson10 --list                   the scenarios",
         .summary = "when RDMA fails: each classic error made on purpose, on both sides, and recovered from",
@@ -724,6 +724,7 @@ int main(int argc, char** argv) {
     Side s;
     s.opt = wb::parse_options(argc, argv, usage, extra);
     if (s.opt.given('l')) {
+        if (!s.opt.args.empty()) wb::usage_error("--list takes no HOST or SCENARIO");
         for (const Scenario& sc : kScenarios) std::printf("%-11s %s\n", sc.name, sc.breaks);
         return 0;
     }
