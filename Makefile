@@ -7,6 +7,7 @@
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make captures           record every two-process lesson's wire into docs/captures/ (scripts/captures.sh)
 #   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
+#   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list)
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make clean
 #
@@ -27,7 +28,7 @@ endif
 # text, must be one plain word, and reaches the script only as an exported
 # environment variable that the recipe quotes ("$$LESSON"). A new variable
 # (EX, SCENARIO, ...) is added to this list and used the same way.
-TARGET_VARS := LESSON EX SOLUTIONS
+TARGET_VARS := LESSON EX SOLUTIONS SCENARIO
 # Characters a target variable may hold; everything else is refused.
 WORD_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z \
   A B C D E F G H I J K L M N O P Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 . _ -
@@ -109,7 +110,7 @@ grade: deps
 
 capture: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/capture_lesson.sh "$$LESSON"
+	@scripts/capture_lesson.sh "$$LESSON" "$$SCENARIO"
 
 # Every two-process lesson's capture, recorded into docs/captures/ with a
 # comment saying what ran (scripts/captures.sh --check compares them).

@@ -2,6 +2,7 @@
 # capture_lesson.sh - run lesson N across two lab guests and decode the wire.
 #
 #   scripts/capture_lesson.sh N          (what `make capture LESSON=N` runs)
+#   scripts/capture_lesson.sh N SCENARIO (make capture LESSON=10 SCENARIO=rnr)
 #
 # Guest a (192.0.2.1) runs the lesson's server, guest b (192.0.2.2) its
 # client, as the lesson's run.conf says (scripts/lesson_run.sh); a virtual
@@ -9,8 +10,13 @@
 # on this host. Then the packet ladder is printed (scripts/ladder.sh): open
 # the pcap in Wireshark for the full decode (docs/wireshark.md).
 #
+# A lesson whose run.conf lists scenarios= (lesson 10) takes one of them as
+# SCENARIO: its client then runs with run.conf's client_scenario= words,
+# {scenario} standing for the name, and the pcap is captures/lessonN-SCENARIO.pcap.
+#
 # Exit status: the lab's (a's if non-zero, else b's); 1 if nothing was
-# captured; 2 misuse (no such lesson, or one without a peer).
+# captured; 2 misuse (no such lesson, one without a peer, or a scenario the
+# lesson does not have).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck disable=SC1091 # scripts/lesson_run.sh, checked on its own
@@ -27,7 +33,7 @@ for l in $(lesson_numbers); do
   if [[ -n $(run_text "$(lesson_dir "$l")" client) ]]; then two_sided+=("$l"); fi
 done
 
-n=${1:-}
+n=${1:-} scenario=${2:-}
 case $n in
   -h | --help)
     sed -n '2,/^$/s/^# \{0,1\}//p' "$0"
@@ -38,6 +44,14 @@ esac
 dir=$(lesson_dir "$n") || misuse "no lesson '$n'; lessons ${two_sided[*]} have two sides to capture"
 [[ -n $(run_text "$dir" client) ]] ||
   misuse "lesson $n has no peer, so nothing crosses a wire; lessons ${two_sided[*]} do"
+if [[ -n $scenario ]]; then
+  read -ra scenarios <<<"$(run_text "$dir" scenarios)"
+  [[ ${#scenarios[@]} -gt 0 ]] || misuse "lesson $n has no scenarios; SCENARIO is for a lesson that lists them (lesson 10)"
+  known=
+  for s in "${scenarios[@]}"; do [[ $s == "$scenario" ]] && known=yes; done
+  [[ -n $known ]] ||
+    misuse "lesson $n has no scenario '$scenario'; its scenarios are ${scenarios[*]}"
+fi
 [[ -x ./lesson$n ]] || {
   echo "capture_lesson.sh: ./lesson$n is not built: run make" >&2
   exit 1
@@ -46,15 +60,26 @@ dir=$(lesson_dir "$n") || misuse "no lesson '$n'; lessons ${two_sided[*]} have t
 server_ip=192.0.2.1 client_ip=192.0.2.2 # documentation range: never leaves the guests
 opts=(--timeout 60)
 mapfile -t server_args < <(run_words "$dir" server)
-mapfile -t client_args < <(run_words "$dir" client "$server_ip")
+pcap=captures/lesson$n.pcap
+if [[ -n $scenario ]]; then
+  client_args=()
+  while IFS= read -r word; do client_args+=("${word//\{scenario\}/$scenario}"); done \
+    < <(run_words "$dir" client_scenario "$server_ip")
+  pcap=captures/lesson$n-$scenario.pcap
+else
+  mapfile -t client_args < <(run_words "$dir" client "$server_ip")
+fi
 
 mkdir -p captures
-pcap=captures/lesson$n.pcap
 rm -f "$pcap"
-echo "capture: lesson $n, server on guest a ($server_ip), client on guest b ($client_ip), wire -> $pcap"
+echo "capture: lesson $n${scenario:+ scenario $scenario}, server on guest a ($server_ip), client on guest b ($client_ip), wire -> $pcap"
 status=0
+# b's client starts once a's server has printed run.conf's ready= line, so
+# that it never knocks before the server listens (rdma_cm would reject it).
+ready=()
+[[ -z $(run_text "$dir" ready) ]] || ready=(--ready "$(run_text "$dir" ready)")
 # lab.sh pair runs each side as a bash command line: quote every word.
-scripts/lab.sh pair --pcap "$pcap" \
+scripts/lab.sh pair --pcap "$pcap" "${ready[@]}" \
   --a "$(printf '%q ' "./lesson$n" "${opts[@]}" "${server_args[@]}")" \
   --b "$(printf '%q ' "./lesson$n" "${opts[@]}" "${client_args[@]}")" || status=$?
 echo

@@ -118,28 +118,18 @@ what_ran() {
   fi
 }
 
-# capture ITEM: run it across two guests; print the raw pcap's path. A run
-# that fails is tried once more: the lab starts guest b's client once guest
-# a has started its server, not once it listens, and on a loaded machine the
-# client can come first (lesson 9: "ConnectReject, invalid service ID").
+# capture ITEM: run it across two guests; print the raw pcap's path.
+# (capture_lesson.sh starts guest b's client once guest a's server has
+# printed its ready= line, so the two never race.)
 capture() {
-  local n=${1%%:*} log pcap try
+  local n=${1%%:*} scenario="" log pcap
+  [[ $1 != *:* ]] || scenario=${1#*:}
   log=$(mktemp)
-  for try in 1 2; do
-    if [[ $1 == *:* ]]; then
-      SCENARIO=${1#*:} scripts/capture_lesson.sh "$n" >"$log" 2>&1 && break
-    else
-      scripts/capture_lesson.sh "$n" >"$log" 2>&1 && break
-    fi
-    if [[ $try == 2 ]]; then
-      sed 's/^/  | /' "$log" >&2
-      rm -f "$log"
-      fail "the capture of $1 failed twice (the second run's output is above)"
-    fi
-    echo "captures.sh: the capture of $1 failed, ending:" >&2
-    grep -v '^$' "$log" | tail -n 4 | sed 's/^/  | /' >&2 || true
-    echo "captures.sh: trying $1 once more" >&2
-  done
+  if ! scripts/capture_lesson.sh "$n" "$scenario" >"$log" 2>&1; then
+    sed 's/^/  | /' "$log" >&2
+    rm -f "$log"
+    fail "the capture of $1 failed (its output is above)"
+  fi
   # capture_lesson.sh says where the wire went: "..., wire -> captures/lessonN.pcap".
   pcap=$(sed -n 's/^capture: .*, wire -> //p' "$log" | tail -1)
   rm -f "$log"

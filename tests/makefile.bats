@@ -35,12 +35,20 @@ setup() {
   assert_file_not_exists "$BATS_TEST_TMPDIR/pwn3"
 }
 
-@test "make capture passes LESSON to the script as a quoted value, never pasted into the shell line" {
-  run make -n capture LESSON=4
+@test "make capture passes LESSON and SCENARIO to the script as quoted values, never pasted into the shell line" {
+  run make -n capture LESSON=10 SCENARIO=rnr
   assert_success
   # shellcheck disable=SC2016 # the recipe's text, $LESSON unexpanded
-  assert_line 'scripts/capture_lesson.sh "$LESSON"'
-  refute_output --partial "capture_lesson.sh 4"
+  assert_line 'scripts/capture_lesson.sh "$LESSON" "$SCENARIO"'
+  refute_output --partial "capture_lesson.sh 10"
+  refute_output --partial "rnr"
+}
+
+@test "make capture SCENARIO='x; touch FILE' runs no shell command and reports the misuse" {
+  run make capture LESSON=10 SCENARIO="x; touch $BATS_TEST_TMPDIR/pwn4"
+  assert_failure
+  assert_output --partial "SCENARIO='x; touch $BATS_TEST_TMPDIR/pwn4' is not one plain word"
+  assert_file_not_exists "$BATS_TEST_TMPDIR/pwn4"
 }
 
 # --- parallel by default ----------------------------------------------------

@@ -79,6 +79,9 @@ section() {
   refute_line --partial "failed"
   run section 9
   [[ $(grep -cx 'result: 2 + 3 = 5' <<<"$output") -eq 2 ]]
+  run section 10 # the recover scenario: an RNR failure, then the QP back to RTS and the sum
+  assert_line "result: recover: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected, then ERR -> RESET -> INIT -> RTR -> RTS and 2 + 3 = 5"
+  assert_line "result: server: recover: after RESET -> INIT -> RTR -> RTS, 2 + 3 = 5"
   run section 12
   [[ $(grep -cx 'result: 2 + 3 = 5' <<<"$output") -eq 2 ]] # over UD: client and server
   assert_line "client: send completion IBV_WC_SUCCESS: the datagram left; nobody tells us whether it arrived"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bats
+# make capture LESSON=10 SCENARIO=NAME: lesson 10's failures across two lab
+# guests joined by a virtual cable, and what the wire carries for each, read
+# with Wireshark's own fields: the AETH syndrome of an RNR NAK and of a NAK,
+# and the same PSN sent again and again when nothing answers. Runs on the
+# host: every test boots a pair of guests itself, except the refusals at the
+# end, which boot nothing.
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+  make -s all
+}
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  bats_load_library bats-file
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+}
+
+# Run `make capture LESSON=10 SCENARIO=$1` (bounded); both guests must succeed:
+# the client when the failure happened as taught, the server when it saw its side.
+capture() {
+  run timeout 300 make -s capture LESSON=10 SCENARIO="$1"
+  assert_success
+  assert_file_exists "captures/lesson10-$1.pcap"
+  assert_output --partial "packet ladder of captures/lesson10-$1.pcap"
+}
+
+# The RoCE packets of scenario $1's capture, one per line, with the fields
+# given after it, tab-separated; tshark's "running as root" warning dropped.
+fields() {
+  local pcap=captures/lesson10-$1.pcap args=() f
+  shift
+  for f in "$@"; do args+=(-e "$f"); done
+  tshark -r "$pcap" -Y infiniband -T fields -E occurrence=f "${args[@]}" 2>/dev/null
+}
+
+@test "rnr across two guests: the SEND is answered by an RNR NAK (AETH opcode 1, timer 12) for its PSN, and the client gets status 13" {
+  capture rnr
+  assert_output --partial "[b] result: rnr: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected"
+  assert_output --partial "[a] result: server: rnr: no completion; our QP is IBV_QPS_RTS"
+  run fields rnr infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
+    infiniband.aeth.syndrome.opcode infiniband.aeth.syndrome.timer
+  assert_equal "${#lines[@]}" 2 # one SEND, one answer: rnr_retry 0 sends it once
+  local send=(${lines[0]}) nak=(${lines[1]})
+  assert_equal "${send[0]}" 4   # RC SEND Only
+  assert_equal "${nak[0]}" 17   # RC Acknowledge
+  assert_equal "${nak[1]}" "${send[1]}" # for the SEND's PSN
+  assert_equal "${nak[2]}" 44   # syndrome 0x2c = 001 01100
+  assert_equal "${nak[3]}" 1    # RNR NAK
+  assert_equal "${nak[4]}" 12   # the server's min_rnr_timer: 0.64 ms
+}
+
+@test "rem-access across two guests: the WRITE is answered by a NAK remote access error (AETH opcode 3, code 2), status 10" {
+  capture rem-access
+  assert_output --partial "[b] result: rem-access: IBV_WC_REM_ACCESS_ERR (10), as expected"
+  assert_output --partial "[a] result: server: rem-access: no completion; our QP is IBV_QPS_ERR"
+  run fields rem-access infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
+    infiniband.aeth.syndrome.opcode infiniband.aeth.syndrome.error_code
+  assert_equal "${#lines[@]}" 2
+  local write=(${lines[0]}) nak=(${lines[1]})
+  assert_equal "${write[0]}" 10 # RC RDMA WRITE Only
+  assert_equal "${nak[0]}" 17
+  assert_equal "${nak[1]}" "${write[1]}"
+  assert_equal "${nak[2]}" 98 # syndrome 0x62 = 011 00010
+  assert_equal "${nak[3]}" 3  # NAK
+  assert_equal "${nak[4]}" 2  # remote access error
+}
+
+@test "retry across two guests: the same PSN goes out retry_cnt + 1 = 7 times, nothing answers, status 12" {
+  capture retry
+  assert_output --partial "[b] result: retry: IBV_WC_RETRY_EXC_ERR (12), as expected"
+  assert_output --partial "[a] result: server: retry: no completion; our QP is IBV_QPS_INIT"
+  run fields retry infiniband.bth.opcode infiniband.bth.psn
+  assert_equal "${#lines[@]}" 7
+  [[ $(sort -u <<<"$output" | wc -l) -eq 1 ]] || fail "not one packet sent 7 times: $output"
+  assert_equal "${lines[0]%%[[:space:]]*}" 4 # RC SEND Only, each time
+  run fields retry infiniband.aeth.syndrome
+  refute_output --regexp '[0-9]' # no AETH at all: the server's QP in INIT answers nothing
+}
+
+# --- with nothing booted ------------------------------------------------------
+
+@test "capture_lesson.sh refuses a SCENARIO that lesson 10 does not have, or a lesson without scenarios, exit 2" {
+  run -2 scripts/capture_lesson.sh 10 nope
+  assert_output "capture_lesson.sh: lesson 10 has no scenario 'nope'; its scenarios are rnr rnr-wait rem-access qp-access len retry flush mtu gid recover"
+  run -2 scripts/capture_lesson.sh 4 rnr
+  assert_output "capture_lesson.sh: lesson 4 has no scenarios; SCENARIO is for a lesson that lists them (lesson 10)"
+  run -2 make -s capture LESSON=10 SCENARIO=nope
+  assert_output --partial "capture_lesson.sh: lesson 10 has no scenario 'nope'"
+  refute_output --partial "capture: lesson 10" # the line printed before the guests boot
+}
