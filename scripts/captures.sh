@@ -8,6 +8,8 @@
 #   scripts/captures.sh --signature FILE   a capture's RoCE packets, one a line
 #   scripts/captures.sh --from PCAP ITEM   record PCAP (e.g. what `make capture`
 #                                          just wrote) as ITEM's, booting nothing
+#   scripts/captures.sh --compare PCAP ITEM  compare PCAP (what `make capture`
+#                                          just wrote) with ITEM's shipped file
 #
 # An ITEM is a lesson number (4) or a lesson's scenario (10:rnr). Without
 # items: every lesson whose run.conf names a client (scripts/lesson_run.sh),
@@ -29,7 +31,8 @@
 # server's), each as "SOURCE -> DESTINATION op OPCODE [AETH verdict]", the verdict as the profile's AETH column shows it
 # ("Ack", "RNR Nak,1.28 ms", "Nak,Remote Access Error"); a packet repeating
 # an earlier one (a retransmission, or its answer) is left out. --check
-# passes when a fresh capture has the shipped file's signature.
+# passes when a fresh capture has the shipped file's signature; --compare
+# when the capture given has it.
 #
 # Exit status: 0 done (or current); 1 a capture failed or differs, or a tool
 # or the lab is missing (the message says how to get it); 2 misuse.
@@ -159,16 +162,26 @@ write() {
   printf '%-36s %3s RoCE packets, %s bytes\n' "$dest" "$(tshark -r "$dest" -Y infiniband 2>/dev/null | wc -l)" "$(stat -c %s "$dest")"
 }
 
-# check ITEM: capture it again and compare its signature with the shipped file's.
+# check ITEM: capture it again and compare it with the shipped file.
 check() {
-  local pcap dest
+  local pcap
+  [[ -r $(file "$1") ]] || {
+    echo "$1: no shipped capture $(file "$1"): run make captures"
+    return 1
+  }
+  pcap=$(capture "$1") || return 1
+  compare "$1" "$pcap"
+}
+
+# compare ITEM PCAP: PCAP's signature against ITEM's shipped file's.
+compare() {
+  local dest
   dest=$(file "$1")
   [[ -r $dest ]] || {
     echo "$1: no shipped capture $dest: run make captures"
     return 1
   }
-  pcap=$(capture "$1") || return 1
-  if diff -u --label "$dest (shipped)" --label "$pcap (now)" <(signature "$dest") <(signature "$pcap"); then
+  if diff -u --label "$dest (shipped)" --label "$2 (now)" <(signature "$dest") <(signature "$2"); then
     echo "$1: current ($(signature "$dest" | wc -l) distinct RoCE packets as shipped in $dest)"
   else
     echo "$1: the wire changed since $dest was recorded: run make captures"
@@ -218,6 +231,15 @@ case ${1:-} in
     need_tools
     write "$3" "$2"
     exit 0
+    ;;
+  --compare)
+    [[ $# -eq 3 ]] || misuse "--compare takes a capture file and an item: --compare captures/lesson4.pcap 4"
+    [[ -r $2 ]] || fail "cannot read $2"
+    mapfile -t known < <(items)
+    [[ " ${known[*]} " == *" $3 "* ]] || misuse "no capture '$3'; the captures are: ${known[*]}"
+    need_tools
+    compare "$3" "$2"
+    exit
     ;;
   -*) misuse "unknown option '$1' (see scripts/captures.sh -h)" ;;
 esac

@@ -18,11 +18,7 @@ setup() {
   bats_load_library bats-assert
   bats_load_library bats-file
   cd "$BATS_TEST_DIRNAME/.." || return 1
-}
-
-# The BTH opcodes in a capture, one per line, in order.
-opcodes() {
-  tshark -r "captures/lesson$1.pcap" -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null
+  load helpers/capture
 }
 
 # The lessons whose run.conf names a client, in order, as one line: "4 5 ...".
@@ -33,19 +29,6 @@ peer_lessons() {
     n=$(basename "$(dirname "$conf")")
     echo $((10#${n%%_*}))
   done | sort -n | paste -sd' '
-}
-
-# tshark on a capture, without its "running as root" warning on stderr.
-tshark_quiet() {
-  tshark "$@" 2>/dev/null
-}
-
-# Run `make capture LESSON=$1` (bounded) and check that it succeeded on both guests.
-capture() {
-  run timeout 300 make -s capture LESSON="$1"
-  assert_success
-  assert_file_exists "captures/lesson$1.pcap"
-  assert_output --partial "packet ladder of captures/lesson$1.pcap"
 }
 
 @test "lesson 4 across two guests: the sum is right on both, and the wire carries SENDs and ACKs" {

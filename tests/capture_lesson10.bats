@@ -18,15 +18,7 @@ setup() {
   bats_load_library bats-assert
   bats_load_library bats-file
   cd "$BATS_TEST_DIRNAME/.." || return 1
-}
-
-# Run `make capture LESSON=10 SCENARIO=$1` (bounded); both guests must succeed:
-# the client when the failure happened as taught, the server when it saw its side.
-capture() {
-  run timeout 300 make -s capture LESSON=10 SCENARIO="$1"
-  assert_success
-  assert_file_exists "captures/lesson10-$1.pcap"
-  assert_output --partial "packet ladder of captures/lesson10-$1.pcap"
+  load helpers/capture
 }
 
 # The RoCE packets of scenario $1's capture, one per line, with the fields
@@ -39,7 +31,7 @@ fields() {
 }
 
 @test "rnr across two guests: the SEND is answered by an RNR NAK (AETH opcode 1, timer 12) for its PSN, and the client gets status 13" {
-  capture rnr
+  capture 10 rnr
   assert_output --partial "[b] result: rnr: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected"
   assert_output --partial "[a] result: server: rnr: no completion; our QP is IBV_QPS_RTS"
   run fields rnr infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
@@ -55,7 +47,7 @@ fields() {
 }
 
 @test "rem-access across two guests: the WRITE is answered by a NAK remote access error (AETH opcode 3, code 2), status 10" {
-  capture rem-access
+  capture 10 rem-access
   assert_output --partial "[b] result: rem-access: IBV_WC_REM_ACCESS_ERR (10), as expected"
   assert_output --partial "[a] result: server: rem-access: no completion; our QP is IBV_QPS_ERR"
   run fields rem-access infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
@@ -71,7 +63,7 @@ fields() {
 }
 
 @test "retry across two guests: the same PSN goes out retry_cnt + 1 = 7 times, nothing answers, status 12" {
-  capture retry
+  capture 10 retry
   assert_output --partial "[b] result: retry: IBV_WC_RETRY_EXC_ERR (12), as expected"
   assert_output --partial "[a] result: server: retry: no completion; our QP is IBV_QPS_INIT"
   run fields retry infiniband.bth.opcode infiniband.bth.psn
@@ -83,6 +75,21 @@ fields() {
 }
 
 # --- with nothing booted ------------------------------------------------------
+
+# check_current SCENARIO: capture it again between two guests and compare
+# with its shipped docs/captures/lesson10-SCENARIO.pcapng.
+check_current() {
+  run timeout 300 scripts/captures.sh --check "10:$1"
+  assert_success
+  assert_line --regexp "^10:$1: current \\([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson10-$1\\.pcapng\\)$"
+}
+
+# rnr, rem-access and retry are compared by their own tests above.
+@test "the shipped capture of lesson 10's rnr-wait is current" { check_current rnr-wait; }
+@test "the shipped capture of lesson 10's qp-access is current" { check_current qp-access; }
+@test "the shipped capture of lesson 10's len is current" { check_current len; }
+@test "the shipped capture of lesson 10's flush is current" { check_current flush; }
+@test "the shipped capture of lesson 10's recover is current" { check_current recover; }
 
 @test "capture_lesson.sh refuses a SCENARIO that lesson 10 does not have, or a lesson without scenarios, exit 2" {
   run -2 scripts/capture_lesson.sh 10 nope

@@ -15,17 +15,11 @@ setup() {
   bats_load_library bats-assert
   bats_load_library bats-file
   cd "$BATS_TEST_DIRNAME/.." || return 1
-}
-
-# tshark on a capture, without its "running as root" warning on stderr.
-tshark_quiet() {
-  tshark "$@" 2>/dev/null
+  load helpers/capture
 }
 
 @test "lesson 12 across two guests: the sum travels as UD SEND Only with a DETH naming Q_Key and source QP" {
-  run timeout 300 make -s capture LESSON=12
-  assert_success
-  assert_file_exists captures/lesson12.pcap
+  capture 12
   assert_output --partial "[b] result: 2 + 3 = 5"
   assert_output --partial "[a] result: 2 + 3 = 5"
   # One datagram each way and nothing else: no Acknowledge (17), no RC opcode.

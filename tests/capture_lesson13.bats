@@ -17,11 +17,7 @@ setup() {
   bats_load_library bats-assert
   bats_load_library bats-file
   cd "$BATS_TEST_DIRNAME/.." || return 1
-}
-
-# tshark on a capture, without its "running as root" warning on stderr.
-tshark_quiet() {
-  tshark "$@" 2>/dev/null
+  load helpers/capture
 }
 
 # "DESTQP COUNT" for the RC SEND Only packets (opcode 4) from $2 in capture $1,
@@ -33,9 +29,7 @@ sends_by_qp() {
 }
 
 @test "make capture LESSON=13: the SRQ's server answers every SEND, and the wire carries SENDs and ACKs" {
-  run timeout 300 make -s capture LESSON=13
-  assert_success
-  assert_file_exists captures/lesson13.pcap
+  capture 13
   assert_output --regexp '\[a\] result: served 6 requests from 1 clients with one SRQ of 4 receives; limit reached [1-9][0-9]* times'
   assert_output --regexp '\[b\] result: 6 requests answered on QP 0x[0-9a-f]+, every sum right'
   assert_output --partial "packet ladder of captures/lesson13.pcap"

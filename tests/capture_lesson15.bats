@@ -16,11 +16,7 @@ setup() {
   bats_load_library bats-assert
   bats_load_library bats-file
   cd "$BATS_TEST_DIRNAME/.." || return 1
-}
-
-# The BTH opcodes in a capture, one per line, in order.
-opcodes() {
-  tshark -r "captures/lesson$1.pcap" -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null
+  load helpers/capture
 }
 
 # Each RoCE packet of a capture as "SOURCE OPCODE UDP_LENGTH", in order: who
@@ -32,14 +28,6 @@ packets() {
   tshark -r "captures/lesson$1.pcap" -Y infiniband -T fields \
     -e ip.src -e infiniband.bth.opcode -e infiniband.bth.psn -e udp.length 2>/dev/null |
     awk '!seen[$1 " " $2 " " $3]++ { print $1, $2, $4 }'
-}
-
-# Run `make capture LESSON=$1` (bounded) and check that it succeeded on both guests.
-capture() {
-  run timeout 300 make -s capture LESSON="$1"
-  assert_success
-  assert_file_exists "captures/lesson$1.pcap"
-  assert_output --partial "packet ladder of captures/lesson$1.pcap"
 }
 
 @test "lesson 15 across two guests: the sum is right on both, and the wire carries SENDs and ACKs" {

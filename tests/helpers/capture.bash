@@ -1,0 +1,36 @@
+# Helpers for the suites that capture lessons between two lab guests
+# (tests/capture.bats, tests/capture_lessonN.bats). Load it in setup():
+#   load helpers/capture
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # output and lines are read by the suites (bats-assert)
+
+# capture N [SCENARIO]: run `make capture LESSON=N [SCENARIO=S]` (bounded),
+# check that both guests succeeded and the ladder was printed, and that the
+# wire is still the shipped docs/captures/ file (scripts/captures.sh
+# --compare: the same packets, so the shipped capture is current). Leaves
+# make capture's output in $output and $lines.
+capture() {
+  local n=$1 scenario=${2:-} pcap item made
+  pcap=captures/lesson$n${scenario:+-$scenario}.pcap
+  item=$n${scenario:+:$scenario}
+  run timeout 300 make -s capture LESSON="$n" SCENARIO="$scenario"
+  assert_success
+  assert_file_exists "$pcap"
+  assert_output --partial "packet ladder of $pcap"
+  made=$output
+  run scripts/captures.sh --compare "$pcap" "$item"
+  assert_success
+  assert_line --regexp "^$item: current \\([0-9]+ distinct RoCE packets as shipped in docs/captures/"
+  output=$made
+  mapfile -t lines <<<"$made"
+}
+
+# opcodes N: the BTH opcodes in captures/lessonN.pcap, one per line, in order.
+opcodes() {
+  tshark -r "captures/lesson$1.pcap" -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null
+}
+
+# tshark on a capture, without its "running as root" warning on stderr.
+tshark_quiet() {
+  tshark "$@" 2>/dev/null
+}
