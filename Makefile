@@ -5,6 +5,7 @@
 #   make check      install what is missing, build, run every test; ends with "N passed, N failed, N skipped"
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
+#   make bench      lesson 11 beside perftest, then the levers; table, CSVs and plots in bench/
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make clean
 #
@@ -45,7 +46,7 @@ COMMON_LIB  := build/libworkbook.a
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 
-.PHONY: all check tour deps capture clean units exercises grade
+.PHONY: all check tour deps capture clean units exercises grade bench
 all: $(LESSONS)
 
 build/common/%.o: common/%.cpp $(wildcard common/*.hpp) mk/flags.mk
@@ -108,6 +109,12 @@ grade: deps
 capture: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/capture_lesson.sh "$$LESSON"
+
+# Lesson 11 measured beside perftest, and its levers one at a time
+# (scripts/bench.sh): a table with ratios, CSVs and SVG plots in bench/.
+bench: deps
+	@$(MAKE) --no-print-directory lesson11
+	@scripts/bench.sh
 
 clean:
 	rm -rf build $(LESSONS)

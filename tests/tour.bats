@@ -27,7 +27,7 @@ section() {
 @test "tour.sh refuses a lesson that does not exist, names the lessons, and boots nothing" {
   for bad in x 0 10 08 -1 '4 5'; do
     run -2 scripts/tour.sh 4 "$bad"
-    assert_output "tour.sh: no lesson '$bad': the lessons are 1 2 3 4 5 6 7 8 9"
+    assert_output "tour.sh: no lesson '$bad': the lessons are 1 2 3 4 5 6 7 8 9 11"
     refute_output --partial "Soft-RoCE lab"
   done
 }
@@ -41,14 +41,14 @@ section() {
 
 # --- a real tour, in the lab -----------------------------------------------
 
-@test "the tour runs lessons 1 to 9 in order and each prints its result, on both sides" {
+@test "the tour runs lessons 1 to 11 in order and each prints its result, on both sides" {
   run timeout 600 scripts/tour.sh
   assert_success
   assert_line "tour: done"
   tour=$output
   # The banners, in order.
   [[ $(grep -o '^===== lesson [0-9]*' <<<"$output" | paste -sd' ') == \
-    "===== lesson 1 ===== lesson 2 ===== lesson 3 ===== lesson 4 ===== lesson 5 ===== lesson 6 ===== lesson 7 ===== lesson 8 ===== lesson 9" ]]
+    "===== lesson 1 ===== lesson 2 ===== lesson 3 ===== lesson 4 ===== lesson 5 ===== lesson 6 ===== lesson 7 ===== lesson 8 ===== lesson 9 ===== lesson 11" ]]
 
   run section 1
   assert_line --regexp '^result: 1 device\(s\) listed; rxe0 port 1 GID index 1 ::ffff:192\.0\.2\.1 \(RoCE v2\)$'
@@ -71,6 +71,9 @@ section() {
   refute_line --partial "failed"
   run section 9
   [[ $(grep -cx 'result: 2 + 3 = 5' <<<"$output") -eq 2 ]]
+  run section 11 # a short run: 100 round trips
+  assert_line --regexp '^result: send lat 2 B: typical [0-9.]+ us, p99 [0-9.]+ us, p99\.9 [0-9.]+ us \(n=100\)$'
+  assert_line "result: served send lat, 1 size(s), n=100"
 }
 
 @test "tour.sh N M runs only those lessons" {
