@@ -111,7 +111,7 @@ capture: deps
 	@scripts/capture_lesson.sh "$$LESSON"
 
 # Lesson 11 measured beside perftest, and its levers one at a time
-# (scripts/bench.sh): a table with ratios, CSVs and SVG plots in bench/.
+# (scripts/bench.sh): a table with ratios, CSVs and PNG plots in bench/.
 bench: deps
 	@$(MAKE) --no-print-directory lesson11
 	@scripts/bench.sh

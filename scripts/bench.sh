@@ -9,7 +9,7 @@
 # one lab guest (scripts/lab.sh) and measures there, both sides on rxe0.
 # The parts, one job each:
 #   bench/measure.sh   the runs, the side-by-side table, the goals (on the device)
-#   bench/plot.sh      gnuplot: the CSVs into SVG plots (here)
+#   bench/plot.sh      gnuplot: the CSVs into PNG plots (here)
 # BENCH_SCALE=N multiplies every iteration count (default 1: a few minutes).
 #
 # Exit status: 0 when everything was measured and plotted (a goal not met
@@ -43,7 +43,7 @@ cd "$(dirname "$0")/.."
 [[ -x ./lesson11 ]] || misuse "./lesson11 is not built: run make bench, or make first"
 command -v gnuplot >/dev/null || misuse "gnuplot is missing: run scripts/install_deps.sh (gnuplot-nox)"
 mkdir -p "$out"
-rm -f "$out"/*.csv "$out"/*.svg
+rm -f "$out"/*.csv "$out"/*.png
 
 # host_tsc_khz: this host's TSC frequency in kHz, for a guest that cannot
 # measure its own (see below); the kernel's calibrated value when dmesg can
@@ -82,4 +82,4 @@ else
 fi
 
 scripts/bench/plot.sh "$out"
-echo "bench: CSVs and plots in $out/: $(cd "$out" && echo *.csv *.svg)"
+echo "bench: CSVs and plots in $out/: $(cd "$out" && echo *.csv *.png)"

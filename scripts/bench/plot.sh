@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # bench/plot.sh DIR - the plots of `make bench` (scripts/bench.sh): DIR's
-# CSVs (written by bench/measure.sh) into SVGs beside them, with gnuplot.
-#   latency.svg       typical latency against size: send, send --events,
+# CSVs (written by bench/measure.sh) into PNGs beside them, with gnuplot.
+#   latency.png       typical latency against size: send, send --events,
 #                     write, read, and send/write --inline
-#   bandwidth.svg     bandwidth against size: write and read at the path
+#   bandwidth.png     bandwidth against size: write and read at the path
 #                     MTU, write at path MTU 1024 and 4096
-#   depth-signal.svg  bandwidth against depth, and against signaling
+#   depth-signal.png  bandwidth against depth, and against signaling
 # The conditions below are awk's, in single quotes on purpose.
 # shellcheck disable=SC2016
 set -euo pipefail
@@ -51,14 +51,15 @@ plot_line() {
   return 0
 }
 
-common="set terminal svg size 800,500 dynamic font 'sans,12' background rgb 'white'
-set grid; set key top left; set logscale x 2; set format x '%.0s%cB'"
+common="set terminal pngcairo size 900,540 font 'sans,11' background rgb 'white'
+set grid; set key outside right top; set logscale x 2
+set xtics ('2' 2, '16' 16, '128' 128, '1K' 1024, '8K' 8192, '64K' 65536, '512K' 524288)"
 
 gnuplot <<GP
 $common
-set output '$dir/latency.svg'
+set output '$dir/latency.png'
 set title 'lesson 11: typical latency against message size'
-set xlabel 'message size'; set ylabel 'typical latency (us)'; set logscale y 10
+set xlabel 'message size (bytes)'; set ylabel 'typical latency (us)'; set logscale y 10
 plot $(plot_line send 'send (busy polling)' 'lw 2') $(plot_line send_ev 'send --events' 'lw 2') \
   $(plot_line write 'write (busy polling)' 'lw 2') $(plot_line read 'read (round trip)' 'lw 2') $(plot_line read_ev 'read --events' 'lw 2') \
   $(plot_line send_inl 'send --inline' 'dt 2') $(plot_line write_inl 'write --inline' 'dt 2') 1/0 notitle
@@ -66,18 +67,19 @@ GP
 
 gnuplot <<GP
 $common
-set output '$dir/bandwidth.svg'
+set output '$dir/bandwidth.png'
 set title 'lesson 11: bandwidth against message size'
-set xlabel 'message size'; set ylabel 'MiB/s'; set key top left
+set xlabel 'message size (bytes)'; set ylabel 'MiB/s'
 plot $(plot_line bw_write 'write' 'lw 2') $(plot_line bw_write_ev 'write --events' 'lw 2') $(plot_line bw_read 'read' 'lw 2') \
   $(plot_line mtu_1024 'write, path MTU 1024' 'dt 2') $(plot_line mtu_4096 'write, path MTU 4096' 'dt 2') 1/0 notitle
 GP
 
 gnuplot <<GP
 $common
-set output '$dir/depth-signal.svg'
+set output '$dir/depth-signal.png'
 set multiplot layout 1,2 title 'lesson 11: WRITE bandwidth against the levers'
-set ylabel 'MiB/s'; set yrange [0:*]; set format x '%g'
+set ylabel 'MiB/s'; set yrange [0:*]; set xrange [0.8:180]; set key inside top left
+set xtics (1, 2, 4, 8, 16, 32, 64, 128)
 set title '4 KiB WRITEs, against --depth'; set xlabel 'WRs in flight (--depth)'
 plot $(plot_line depth 'busy polling' 'lw 2') $(plot_line depth_ev '--events' 'lw 2') 1/0 notitle
 set title '64 B WRITEs, against --signal'; set xlabel 'a completion every N WRs (--signal)'

@@ -22,10 +22,10 @@ check() {
   }
   ex_run "$prog" -p "$port" --timeout 20 -n "$n" -D "$EX_TMP/samples" 127.0.0.1
   ex_wait_server
-  [[ -s $EX_TMP/samples ]] && (($(wc -l <"$EX_TMP/samples") == n)) || {
+  if [[ ! -s $EX_TMP/samples ]] || (($(wc -l <"$EX_TMP/samples") != n)); then
     ex_fail "with -n $n: $n samples in the -D file" "client exit $EX_STATUS: $(ex_tail "$EX_OUT")"
     return 1
-  }
+  fi
   want=$(expected "$EX_TMP/samples")
   line=$(ex_line "$EX_OUT" '^client: 2 B: ') || true
   [[ $line == "$want" ]] || {
@@ -33,7 +33,8 @@ check() {
     return 1
   }
   line=$(ex_line "$EX_OUT" '^result: ') || true
-  want="result: send lat 2 B: typical $(sed 's/.*typical \([0-9.]*\) us.*/\1/' <<<"$want") us (n=$n)"
+  [[ $want =~ typical\ ([0-9.]+)\ us ]]
+  want="result: send lat 2 B: typical ${BASH_REMATCH[1]} us (n=$n)"
   [[ $line == "$want" ]] || {
     ex_fail "with -n $n: $want" "${line:-no result line}"
     return 1
