@@ -99,25 +99,25 @@ row() {
 }
 declare -A got
 for op in send write read; do
-  a=$(l11 compare --op "$op" -n "$n_lat" | l11_value)
+  a=$(l11 side_by_side --op "$op" -n "$n_lat" | l11_value)
   b=$(pair "ib_${op}_lat" "${pt[@]}" -s 2 -n "$n_lat" | perftest_lat 2)
   row "$op lat 2 B (typical)" us "$a" "$b"
   got[$op.lat]=$a got[$op.lat.pt]=$b
 done
-a=$(l11 compare --op send --inline -n "$n_lat" | l11_value)
+a=$(l11 side_by_side --op send --inline -n "$n_lat" | l11_value)
 row "send lat 2 B --inline" us "$a" "${got[send.lat.pt]}"
 got[inline]=$a
 # The same with both tools asleep on completion events (-e), where a CPU that
 # one poller would hog is free for the other side and for rxe's kernel work.
-a=$(l11 compare --op send --events -n "$n_lat" | l11_value)
+a=$(l11 side_by_side --op send --events -n "$n_lat" | l11_value)
 b=$(pair ib_send_lat "${pt[@]}" -e -s 2 -n "$n_lat" | perftest_lat 2)
 row "send lat 2 B --events" us "$a" "$b"
 got[ev]=$a got[ev.pt]=$b
-a=$(l11 compare --op send --events --inline -n "$n_lat" | l11_value)
+a=$(l11 side_by_side --op send --events --inline -n "$n_lat" | l11_value)
 row "send lat 2 B --events --inline" us "$a" "$b"
 got[ev.inline]=$a
 for op in write read; do
-  a=$(l11 compare --test bw --op "$op" -s 65536 -n "$n_bw" | l11_value)
+  a=$(l11 side_by_side --test bw --op "$op" -s 65536 -n "$n_bw" | l11_value)
   b=$(pair "ib_${op}_bw" "${pt[@]}" -s 65536 -n "$n_bw" | perftest_bw 65536)
   row "$op bw 64 KiB" MiB/s "$a" "$b"
   got[$op.bw]=$a got[$op.bw.pt]=$b
