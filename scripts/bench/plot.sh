@@ -51,11 +51,21 @@ plot_line() {
   return 0
 }
 
+# any_data NAME...: true when one of the series has a point; a plot with
+# none is not drawn (gnuplot refuses an empty plot).
+any_data() {
+  local name
+  for name in "$@"; do [[ -s $tmp/$name ]] && return 0; done
+  echo "plot.sh: no data for $plot, not drawn" >&2
+  return 1
+}
+
 common="set terminal pngcairo size 900,540 font 'sans,11' background rgb 'white'
 set grid; set key outside right top; set logscale x 2
 set xtics ('2' 2, '16' 16, '128' 128, '1K' 1024, '8K' 8192, '64K' 65536, '512K' 524288)"
 
-gnuplot <<GP
+plot=latency.png
+any_data send send_ev write read read_ev send_inl write_inl && gnuplot <<GP
 $common
 set output '$dir/latency.png'
 set title 'lesson 11: typical latency against message size'
@@ -65,7 +75,8 @@ plot $(plot_line send 'send (busy polling)' 'lw 2') $(plot_line send_ev 'send --
   $(plot_line send_inl 'send --inline' 'dt 2') $(plot_line write_inl 'write --inline' 'dt 2') 1/0 notitle
 GP
 
-gnuplot <<GP
+plot=bandwidth.png
+any_data bw_write bw_write_ev bw_read mtu_1024 mtu_4096 && gnuplot <<GP
 $common
 set output '$dir/bandwidth.png'
 set title 'lesson 11: bandwidth against message size'
@@ -74,7 +85,8 @@ plot $(plot_line bw_write 'write' 'lw 2') $(plot_line bw_write_ev 'write --event
   $(plot_line mtu_1024 'write, path MTU 1024' 'dt 2') $(plot_line mtu_4096 'write, path MTU 4096' 'dt 2') 1/0 notitle
 GP
 
-gnuplot <<GP
+plot=depth-signal.png
+any_data depth depth_ev signal signal_ev && gnuplot <<GP
 $common
 set output '$dir/depth-signal.png'
 set multiplot layout 1,2 title 'lesson 11: WRITE bandwidth against the levers'
@@ -86,3 +98,4 @@ set title '64 B WRITEs, against --signal'; set xlabel 'a completion every N WRs 
 plot $(plot_line signal 'busy polling' 'lw 2') $(plot_line signal_ev '--events' 'lw 2') 1/0 notitle
 unset multiplot
 GP
+exit 0
