@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
     const wb::ExtraOption extra[] = {
         // The letters are perftest's where it has one (-a -n -s -I -Q -l -t -e).
         {'T', "test", "lat|bw", "latency ping-pong or bandwidth stream (default: lat)", &test_text},
-        {'o', "op", "send|write|read", "the operation measured (default: send)", &op_text},
+        {'o', "op", "OP", "the operation measured: send, write or read (default: send)", &op_text},
         {'s', "size", "BYTES", "message size, 1..8388608 (default: 2 for lat, 65536 for bw)", &size_text},
         {'a', "all", nullptr, "sweep sizes from 2 B to 1 MiB in powers of two", &all_text},
         {'n', "iters", "N", "iterations per size (default: 1000 for lat, 5000 for bw)", &iters_text},
