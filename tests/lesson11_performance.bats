@@ -84,6 +84,18 @@ ordered() {
   assert_line "server: 4096 B: received 300 messages, 1228800 bytes"
 }
 
+@test "a stream longer than --timeout ends cleanly on both sides: the client says MORE while it measures" {
+  start_server ./lesson11 -p "$PORT" --timeout 2 --test bw --op write -n 4000
+  wait_for_server_line "waiting for a client"
+  run ./lesson11 -p "$PORT" --timeout 2 --test bw --op write -n 4000 127.0.0.1
+  assert_success
+  assert_line --regexp '^result: write bw 65536 B: [0-9.]+ MiB/s \(n=4000\)$'
+  wait_server 60
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_OUT"
+  assert_line "result: served write bw, 1 size(s), n=4000"
+}
+
 @test "--batch posts several WRs per ibv_post_send call, and --signal asks for fewer completions" {
   measure --test bw --op write -s 1024 -n 256 --batch 8 --signal 16 --depth 64
   assert_success

@@ -328,6 +328,35 @@ void wait_for_byte(const volatile uint8_t* last, uint8_t mark, int timeout_s) {
                      "is the peer still running?");
 }
 
+// A long run (a 1 MiB sweep, a slow machine) can outlast --timeout, while
+// the server, whose CPU takes no part in a WRITE or READ, waits for "DONE".
+// So the client says "MORE" on the TCP connection at least every
+// kHeartbeatNs while it measures, and the server's wait is bounded per token.
+constexpr int64_t kHeartbeatNs = 1'000'000'000;
+struct Heartbeat {
+    wb::Connection& conn;
+    int64_t next = 0;
+    void maybe_beat(int64_t now) {
+        if (now < next) return;
+        if (next != 0) wb::send_token(conn, "MORE");
+        next = now + kHeartbeatNs;
+    }
+};
+
+// The server's end of a size: "MORE" tokens (the client is still measuring),
+// then "DONE". Each token is waited for at most timeout_s.
+void wait_for_done(wb::Connection& conn, int timeout_s) {
+    for (;;) {
+        uint8_t token[4];
+        if (!wb::recv_exact(conn, token, timeout_s))
+            wb::fail("the client closed the connection before it said DONE", "did the client fail? see its output");
+        if (std::memcmp(token, "MORE", 4) == 0) continue;
+        if (std::memcmp(token, "DONE", 4) == 0) return;
+        wb::fail("the client sent '" + wb::printable(reinterpret_cast<const char*>(token), 4) +
+                 "' where MORE or DONE belongs");
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -543,6 +572,7 @@ int main(int argc, char** argv) {
     wb::qp_to_rts(qp.get(), psn, reads_in_flight);
 
     CqWaiter waiter{.cq = cq.get(), .channel = channel.get(), .timeout_s = opt.timeout_s};
+    Heartbeat heartbeat{.conn = conn};
     Poster poster{.qp = qp.get(),
                   .local = local_mr.get(),
                   .op = spec.op,
@@ -608,6 +638,7 @@ int main(int argc, char** argv) {
             for (uint32_t i = 0; i < n; ++i) {
                 *out_mark = static_cast<uint8_t>(i % 255 + 1);
                 stamps[i] = now_ns();
+                heartbeat.maybe_beat(stamps[i]);
                 poster.last = posted + 1;
                 poster.post(posted + 1, 1, size);
                 ++posted;
@@ -663,6 +694,7 @@ int main(int argc, char** argv) {
                     posted += k;
                 }
                 reap(completed + 1, 0, nullptr, "the stream's completions");
+                heartbeat.maybe_beat(now_ns());
             }
             const int64_t t1 = now_ns();
             const double seconds = static_cast<double>(t1 - t0) / 1e9;
@@ -680,9 +712,9 @@ int main(int argc, char** argv) {
 
         // 10. End each size together: the client says "DONE" when it has
         //     its number; the server waits for it (for WRITE and READ, the
-        //     server has no other way to know).
+        //     server has no other way to know), with "MORE" on the way.
         if (is_server)
-            wb::expect_token(conn, "DONE", opt.timeout_s);
+            wait_for_done(conn, opt.timeout_s);
         else
             wb::send_token(conn, "DONE");
     }
