@@ -8,6 +8,7 @@
 #   make captures           record every two-process lesson's wire into docs/captures/ (scripts/captures.sh)
 #   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
 #   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list)
+#   make bench      lesson 11 beside perftest, then the levers; table, CSVs and plots in bench/
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make clean
 #
@@ -48,7 +49,7 @@ COMMON_LIB  := build/libworkbook.a
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 
-.PHONY: all check tour deps capture captures wireshark-profile clean units exercises grade
+.PHONY: all check tour deps capture captures wireshark-profile clean units exercises grade bench
 all: $(LESSONS)
 
 build/common/%.o: common/%.cpp $(wildcard common/*.hpp) mk/flags.mk
@@ -120,6 +121,12 @@ captures: deps
 
 wireshark-profile:
 	@scripts/wireshark_profile.sh
+
+# Lesson 11 measured beside perftest, and its levers one at a time
+# (scripts/bench.sh): a table with ratios, CSVs and PNG plots in bench/.
+bench: deps
+	@$(MAKE) --no-print-directory lesson11
+	@scripts/bench.sh
 
 clean:
 	rm -rf build $(LESSONS)

@@ -82,6 +82,9 @@ section() {
   run section 10 # the recover scenario: an RNR failure, then the QP back to RTS and the sum
   assert_line "result: recover: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected, then ERR -> RESET -> INIT -> RTR -> RTS and 2 + 3 = 5"
   assert_line "result: server: recover: after RESET -> INIT -> RTR -> RTS, 2 + 3 = 5"
+  run section 11 # a short run: 100 round trips
+  assert_line --regexp '^result: send lat 2 B: typical [0-9.]+ us, p99 [0-9.]+ us, p99\.9 [0-9.]+ us \(n=100\)$'
+  assert_line "result: served send lat, 1 size(s), n=100"
   run section 12
   [[ $(grep -cx 'result: 2 + 3 = 5' <<<"$output") -eq 2 ]] # over UD: client and server
   assert_line "client: send completion IBV_WC_SUCCESS: the datagram left; nobody tells us whether it arrived"

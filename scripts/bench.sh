@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# bench.sh - lesson 11 beside perftest, then the levers one at a time, plotted.
+#
+# Usage: scripts/bench.sh [-o DIR]      (also: make bench)
+#   -o DIR   where the CSVs and the plots go (default: bench/)
+#   -h       this help
+#
+# On a host with an RDMA device, it measures there. Without one, it boots
+# one lab guest (scripts/lab.sh) and measures there, both sides on rxe0.
+# The parts, one job each:
+#   bench/measure.sh   the runs, the side-by-side table, the goals (on the device)
+#   bench/plot.sh      gnuplot: the CSVs into PNG plots (here)
+# BENCH_SCALE=N multiplies every iteration count (default 1: a few minutes).
+#
+# Exit status: 0 when everything was measured and plotted (a goal not met
+# is a finding, printed, not a failure); 1 when a run failed; 2 misuse.
+set -euo pipefail
+
+usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; }
+misuse() {
+  echo "bench.sh: $1 (see scripts/bench.sh -h)" >&2
+  exit 2
+}
+
+out=bench
+while (($#)); do
+  case $1 in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    -o)
+      (($# >= 2)) || misuse "-o needs a folder"
+      out=$2
+      shift 2
+      ;;
+    *) misuse "unknown argument '$1'" ;;
+  esac
+done
+[[ ${BENCH_SCALE:-1} =~ ^[1-9][0-9]?$ ]] || misuse "BENCH_SCALE must be 1 to 99, not '${BENCH_SCALE}'"
+
+cd "$(dirname "$0")/.."
+[[ -x ./lesson11 ]] || misuse "./lesson11 is not built: run make bench, or make first"
+command -v gnuplot >/dev/null || misuse "gnuplot is missing: run scripts/install_deps.sh (gnuplot-nox)"
+mkdir -p "$out"
+rm -f "$out"/*.csv "$out"/*.png
+
+# host_tsc_khz: this host's TSC frequency in kHz, for a guest that cannot
+# measure its own (see below); the kernel's calibrated value when dmesg can
+# be read, else /proc/cpuinfo's "cpu MHz".
+host_tsc_khz() {
+  local mhz
+  mhz=$(dmesg 2>/dev/null | sed -n 's/.*tsc: Refined TSC clocksource calibration: \([0-9.]*\) MHz.*/\1/p' | tail -n 1)
+  [[ -n $mhz ]] || mhz=$(awk -F': ' '/^cpu MHz/ { print $2; exit }' /proc/cpuinfo)
+  awk -v m="$mhz" 'BEGIN { printf "%d", m * 1000 }'
+}
+
+if compgen -G '/sys/class/infiniband/*' >/dev/null; then
+  echo "bench: measuring on this host's RDMA device"
+  scripts/bench/measure.sh "$out"
+else
+  # The guest sees our files read-only: it writes to its own /tmp and prints
+  # each file after a "==> NAME <==" line, which we split back into $out.
+  # Its clock: a qemu guest without ACPI finds no timer to calibrate its TSC
+  # against and falls back to jiffies (4 ms ticks), far too coarse to time a
+  # round trip. Under qemu the guest's TSC runs at the host's rate, so we
+  # tell it that rate (tsc_early_khz) and to trust it.
+  khz=$(host_tsc_khz)
+  [[ $khz =~ ^[1-9][0-9]+$ ]] || misuse "cannot read this host's TSC frequency from /proc/cpuinfo"
+  echo "bench: no RDMA device here; measuring in a lab guest (its TSC at the host's $khz kHz)"
+  # shellcheck disable=SC2016 # the guest's command, expanded there
+  if ! LAB_KERNEL_ARGS="tsc_early_khz=$khz tsc=reliable clocksource=tsc" \
+    scripts/lab.sh run --timeout 1200 -- bash -c \
+    'scripts/bench/measure.sh /tmp/bench && for f in /tmp/bench/*.csv; do echo "==> ${f##*/} <=="; cat "$f"; done' |
+    tr -d '\r' | awk -v out="$out" '
+      /^==> .* <==$/ { file = out "/" $2; next }
+      file != ""    { print > file; next }
+                    { print; fflush() }'; then
+    echo "bench: the measurements failed (above)" >&2
+    exit 1
+  fi
+fi
+
+scripts/bench/plot.sh "$out"
+echo "bench: CSVs and plots in $out/: $(cd "$out" && echo *.csv *.png)"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bats
+# tests/bench.bats - scripts/bench.sh (make bench): its command line. The
+# measurements themselves take minutes in the lab; tests/lesson11_performance.bats
+# checks lesson 11's output, and docs/lesson11-performance.md shows a real run.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+}
+
+@test "bench.sh -h prints its usage, with the output folder and its default, and measures nothing" {
+  run -0 scripts/bench.sh -h
+  assert_line --partial "Usage: scripts/bench.sh [-o DIR]      (also: make bench)"
+  assert_line --partial "-o DIR   where the CSVs and the plots go (default: bench/)"
+  refute_output --partial "measuring"
+}
+
+@test "bench.sh refuses an unknown argument, an -o without a folder, and a bad BENCH_SCALE, before it measures" {
+  run -2 scripts/bench.sh --fast
+  assert_output "bench.sh: unknown argument '--fast' (see scripts/bench.sh -h)"
+  run -2 scripts/bench.sh -o
+  assert_output "bench.sh: -o needs a folder (see scripts/bench.sh -h)"
+  BENCH_SCALE=0 run -2 scripts/bench.sh
+  assert_output "bench.sh: BENCH_SCALE must be 1 to 99, not '0' (see scripts/bench.sh -h)"
+}
+
+@test "the plots are drawn from lesson 11's CSV columns, and a plot with no data is left out" {
+  command -v gnuplot >/dev/null || skip "gnuplot is not installed (scripts/install_deps.sh installs gnuplot-nox)"
+  local dir=$BATS_TEST_TMPDIR/bench
+  mkdir -p "$dir"
+  {
+    echo "tool,test,op,bytes,iters,inline,signal,batch,depth,events,mtu,min_us,typical_us,p99_us,p999_us,max_us,mib_s,post_calls"
+    for s in 2 4 8 16; do echo "lesson11,lat,read,$s,3,0,1,1,1,0,1024,1,$((30 + s)),3,4,5,,"; done
+  } >"$dir/lat_size.csv"
+  run -0 scripts/bench/plot.sh "$dir"
+  [[ $(head -c 4 "$dir/latency.png" | od -An -tx1 | tr -d ' ') == 89504e47 ]] # a PNG
+  assert_line "plot.sh: no data for bandwidth.png, not drawn"
+  assert_line "plot.sh: no data for depth-signal.png, not drawn"
+  [[ ! -e $dir/bandwidth.png && ! -e $dir/depth-signal.png ]]
+}
