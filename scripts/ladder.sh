@@ -19,7 +19,7 @@
 # The header fields are read from the columns of the workbook's Wireshark
 # profile, scripts/wireshark/RDMA-Workbook (tshark -C RDMA-Workbook), so that
 # this ladder and the Wireshark window (make wireshark-profile) show the same
-# fields; the profile also switches off the RPC-over-RDMA heuristic.
+# fields; the profile also switches off the payload heuristics (RPC-over-RDMA...).
 set -euo pipefail
 
 usage() { echo "usage: scripts/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]"; }

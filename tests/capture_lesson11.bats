@@ -17,6 +17,7 @@ setup() {
   bats_load_library bats-assert
   bats_load_library bats-file
   cd "$BATS_TEST_DIRNAME/.." || return 1
+  load helpers/capture
 }
 
 # tshark on the capture, one field a line, without its "running as root" warning.
@@ -25,9 +26,7 @@ fields() {
 }
 
 @test "lesson 11 across two guests: 100 round trips, 100 two-byte SENDs each way on the wire" {
-  run timeout 300 make -s capture LESSON=11
-  assert_success
-  assert_file_exists captures/lesson11.pcap
+  capture 11
   assert_output --regexp '\[b\] result: send lat 2 B: typical [0-9.]+ us, p99 [0-9.]+ us, p99\.9 [0-9.]+ us \(n=100\)'
   assert_output --partial "[a] result: served send lat, 1 size(s), n=100"
   # RC SEND Only (opcode 4), each way: 192.0.2.2 is the client (b), 192.0.2.1

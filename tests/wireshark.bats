@@ -82,13 +82,21 @@ Nak,Remote Access Error'
   assert [ "$output" -ge 6 ]
 }
 
-@test "the profile switches the RPC-over-RDMA heuristic off, by the name tshark knows" {
-  assert_file_contains scripts/wireshark/RDMA-Workbook/heuristic_protos '^rpcrdma_infiniband,0$'
-  # tshark refuses a heuristic name it does not know, and takes this one.
-  run -0 tshark --disable-heuristic rpcrdma_infiniband -r docs/captures/lesson4.pcapng -c 1
-  refute_output --partial "No such protocol"
+@test "the profile switches off every payload heuristic, by names tshark knows, so a SEND stays a SEND" {
+  local name names
+  names=$(sed -n 's/^\([a-z_]*\),0$/\1/p' scripts/wireshark/RDMA-Workbook/heuristic_protos)
+  [[ $names == *rpcrdma_infiniband* && $names == *eth_over_ib* ]] || fail "heuristic_protos: $names"
+  # tshark refuses a heuristic name it does not know, and takes each of these.
+  for name in $names; do
+    run -0 tshark --disable-heuristic "$name" -r docs/captures/lesson4.pcapng -c 1
+    refute_output --partial "No such protocol"
+  done
   run -1 tshark --disable-heuristic no_such_heuristic -r docs/captures/lesson4.pcapng -c 1
   assert_output --partial "No such protocol no_such_heuristic"
+  # Lesson 11's 2-byte SENDs: without the profile one passes for "PPP Multiplexing"; in the ladder each is a SEND.
+  run -0 scripts/ladder.sh docs/captures/lesson11.pcapng 192.0.2.1 192.0.2.2
+  refute_output --partial "PPP"
+  [[ $(grep -c 'RC Send Only (op 4)' <<<"$output") -ge 200 ]]
 }
 
 # --- installing it -------------------------------------------------------------
