@@ -220,7 +220,7 @@ stub() {
         assert_equal "$stderr" ""
         assert_line "  scripts/lab.sh run [--timeout SECS] -- CMD [ARGS...]"
         assert_line "  scripts/lab.sh shell"
-        assert_line "  scripts/lab.sh pair [--pcap FILE] [--timeout SECS] --a 'CMD' --b 'CMD'"
+        assert_line "  scripts/lab.sh pair [--pcap FILE] [--timeout SECS] [--ready TEXT] --a 'CMD' --b 'CMD'"
         assert_line "  scripts/lab.sh fetch"
         assert_line --partial "Default timeout 600 s."
         assert_line "         Exit status: a's if non-zero, else b's. Default timeout 600 s."

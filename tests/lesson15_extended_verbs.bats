@@ -207,12 +207,17 @@ probe_and_devinfo() {
 
 # --- misuse ---------------------------------------------------------------------
 
-@test "--probe with a host, or with -B, is a one-line usage error" {
+@test "--probe with a host, -B, -g, -p or --timeout is a one-line usage error" {
   run -2 --separate-stderr ./lesson15 --probe 127.0.0.1
   assert_equal "$stderr" "lesson15: --probe asks this host's device only: it takes no HOST or numbers (see lesson15 -h)"
   assert_equal "$output" ""
   run -2 --separate-stderr ./lesson15 --probe -B 16
   assert_equal "$stderr" "lesson15: -B is a client option, not one of --probe (see lesson15 -h)"
+  for extra in "-g 1" "-p 4000" "--timeout 5"; do
+    # shellcheck disable=SC2086 # the option and its value, two words
+    run -2 --separate-stderr ./lesson15 --probe $extra
+    assert_equal "$stderr" "lesson15: --probe talks to no peer: it takes -d and -i only, not -g, -p or --timeout (see lesson15 -h)"
+  done
 }
 
 @test "a number that is not a number, or a missing one, is a one-line usage error" {

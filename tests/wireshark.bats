@@ -202,7 +202,9 @@ Nak,Remote Access Error'
     [[ $(stat -c %s "$file") -lt 65536 ]] || fail "$file is larger than 64 KiB"
     run -0 capinfos -k "$file"
     assert_output --partial "RDMA Verbs Workbook, make capture LESSON=${item%%:*}"
-    [[ $(scripts/captures.sh --signature "$file" | wc -l) -ge 2 ]] || fail "$file has fewer than 2 RoCE packets"
+    # (lesson 10's retry is one SEND sent 7 times: one line of signature, 7 packets)
+    [[ $(tshark -r "$file" -Y infiniband 2>/dev/null | wc -l) -ge 2 ]] || fail "$file has fewer than 2 RoCE packets"
+    [[ $(scripts/captures.sh --signature "$file" | wc -l) -ge 1 ]] || fail "$file has no RoCE packet in its signature"
   done
   # A shipped file no lesson makes is stale.
   for file in docs/captures/*.pcapng; do

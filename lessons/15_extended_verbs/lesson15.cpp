@@ -193,6 +193,9 @@ uint32_t max_inline_data(ibv_pd* pd, ibv_cq* cq) {
 int probe(const wb::Options& opt) {
     if (!opt.args.empty()) wb::usage_error("--probe asks this host's device only: it takes no HOST or numbers");
     if (opt.given('B')) wb::usage_error("-B is a client option, not one of --probe");
+    // The probe talks to no peer: the options that choose one mean nothing here.
+    if (opt.gid_index >= 0 || opt.tcp_port != wb::kDefaultTcpPort || opt.timeout_given)
+        wb::usage_error("--probe talks to no peer: it takes -d and -i only, not -g, -p or --timeout");
     wb::Context ctx = wb::open_device(opt.device);
     const char* name = ibv_get_device_name(ctx->device);
     // The extended query: the classic ibv_device_attr (lesson 1) is its
@@ -221,7 +224,7 @@ int probe(const wb::Options& opt) {
     std::snprintf(ts_mask, sizeof ts_mask, "0x%" PRIx64, dx.completion_timestamp_mask);
     const Row rows[] = {
         {"RC queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_RC), "ibv_create_qp(IBV_QPT_RC)",
-         "lessons 3 to 9, 15"},
+         "lessons 3 to 11, 13 to 15"},
         {"UC queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_UC), "ibv_create_qp(IBV_QPT_UC)",
          "no lesson: RC without ACKs or retries", "InfiniBand and RoCE hardware (mlx4, mlx5)"},
         {"UD queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_UD), "ibv_create_qp(IBV_QPT_UD)", "lesson 12"},
