@@ -45,32 +45,17 @@ command -v gnuplot >/dev/null || misuse "gnuplot is missing: run scripts/install
 mkdir -p "$out"
 rm -f "$out"/*.csv "$out"/*.png
 
-# host_tsc_khz: this host's TSC frequency in kHz, for a guest that cannot
-# measure its own (see below); the kernel's calibrated value when dmesg can
-# be read, else /proc/cpuinfo's "cpu MHz".
-host_tsc_khz() {
-  local mhz
-  mhz=$(dmesg 2>/dev/null | sed -n 's/.*tsc: Refined TSC clocksource calibration: \([0-9.]*\) MHz.*/\1/p' | tail -n 1)
-  [[ -n $mhz ]] || mhz=$(awk -F': ' '/^cpu MHz/ { print $2; exit }' /proc/cpuinfo)
-  awk -v m="$mhz" 'BEGIN { printf "%d", m * 1000 }'
-}
-
 if compgen -G '/sys/class/infiniband/*' >/dev/null; then
   echo "bench: measuring on this host's RDMA device"
   scripts/bench/measure.sh "$out"
 else
   # The guest sees our files read-only: it writes to its own /tmp and prints
   # each file after a "==> NAME <==" line, which we split back into $out.
-  # Its clock: a qemu guest without ACPI finds no timer to calibrate its TSC
-  # against and falls back to jiffies (4 ms ticks), far too coarse to time a
-  # round trip. Under qemu the guest's TSC runs at the host's rate, so we
-  # tell it that rate (tsc_early_khz) and to trust it.
-  khz=$(host_tsc_khz)
-  [[ $khz =~ ^[1-9][0-9]+$ ]] || misuse "cannot read this host's TSC frequency from /proc/cpuinfo"
-  echo "bench: no RDMA device here; measuring in a lab guest (its TSC at the host's $khz kHz)"
+  # Its clock: scripts/lab.sh gives the guest the host's TSC rate, so that
+  # it has nanoseconds rather than 4 ms jiffies (lab/qemu.sh, guest_clock_args).
+  echo "bench: no RDMA device here; measuring in a lab guest"
   # shellcheck disable=SC2016 # the guest's command, expanded there
-  if ! LAB_KERNEL_ARGS="tsc_early_khz=$khz tsc=reliable clocksource=tsc" \
-    scripts/lab.sh run --timeout 1200 -- bash -c \
+  if ! scripts/lab.sh run --timeout 1200 -- bash -c \
     'scripts/bench/measure.sh /tmp/bench && for f in /tmp/bench/*.csv; do echo "==> ${f##*/} <=="; cat "$f"; done' |
     tr -d '\r' | awk -v out="$out" '
       /^==> .* <==$/ { file = out "/" $2; next }

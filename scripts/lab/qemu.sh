@@ -5,6 +5,21 @@
 # Boot-time self-tests the lab skips; see qemu_base_args.
 readonly KERNEL_SKIPS="cryptomgr.notests initcall_blacklist=crypto_kdf108_init,init_kprobe_trace"
 
+# guest_clock_args: kernel arguments that give the guest a nanosecond clock.
+# With acpi=off a qemu guest finds no timer to calibrate its TSC against and
+# falls back to jiffies, 4 ms ticks: lesson 11's round trips and lesson 10's
+# timings would read 0 or 4 ms. Under qemu the guest's TSC runs at the
+# host's rate, so tell the guest that rate (from the host kernel's own
+# calibration, in dmesg) and to trust it. Nothing when dmesg does not say
+# (it may be closed to us): the guest keeps jiffies, and lesson 11 warns.
+guest_clock_args() {
+  local mhz
+  mhz=$(dmesg 2>/dev/null | sed -n -e 's/.*tsc: Refined TSC clocksource calibration: \([0-9.]*\) MHz.*/\1/p' \
+    -e 's/.*tsc: Detected \([0-9.]*\) MHz processor.*/\1/p' | tail -n 1)
+  [[ $mhz =~ ^[1-9][0-9]*(\.[0-9]+)?$ ]] || return 0
+  printf 'tsc_early_khz=%d tsc=reliable clocksource=tsc' "$(awk -v m="$mhz" 'BEGIN { printf "%d", m * 1000 }')"
+}
+
 # qemu_base_args LAB ROLE RUNDIR: the qemu arguments every guest shares,
 # NUL-separated (read them with mapfile -d ''). LAB is prepare_lab's three
 # lines; ROLE is a or b; RUNDIR/share is the per-run share.
@@ -22,7 +37,8 @@ qemu_base_args() {
     # cryptomgr.notests and the initcall_blacklist skip the slowest
     # boot-time self-tests (crypto algorithms: 175 ms, the SP800-108
     # KDF: 115 ms) and kprobe tracing setup (55 ms), per initcall_debug.
-    -append "console=ttyS0 quiet acpi=off panic=-1 reboot=t $KERNEL_SKIPS lab.role=$role ${LAB_KERNEL_ARGS:-}"
+    # guest_clock_args: a nanosecond clock (see there).
+    -append "console=ttyS0 quiet acpi=off panic=-1 reboot=t $KERNEL_SKIPS $(guest_clock_args) lab.role=$role ${LAB_KERNEL_ARGS:-}"
     # The host's root, read-only; multidevs=remap keeps inode numbers
     # unique across the host's mounts.
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
