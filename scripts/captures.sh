@@ -89,7 +89,7 @@ signature() {
   local conf status=0
   conf=$(mktemp -d)
   mkdir -p "$conf/wireshark/profiles"
-  ln -s "$PWD/scripts/wireshark/RDMA-Workbook" "$conf/wireshark/profiles/RDMA-Workbook"
+  ln -s "$PWD/docs/wireshark-profile/RDMA-Workbook" "$conf/wireshark/profiles/RDMA-Workbook"
   XDG_CONFIG_HOME=$conf tshark -C RDMA-Workbook -r "$1" -Y infiniband -T fields -E separator='|' \
     -e ip.src -e ip.dst -e infiniband.bth.destqp -e infiniband.bth.psn -e infiniband.bth.opcode -e _ws.col.AETH 2>/dev/null |
     awk -F'|' -v S="$server_ip" -v C="$client_ip" '

@@ -17,7 +17,7 @@
 # named: "client 192.0.2.2".
 #
 # The header fields are read from the columns of the workbook's Wireshark
-# profile, scripts/wireshark/RDMA-Workbook (tshark -C RDMA-Workbook), so that
+# profile, docs/wireshark-profile/RDMA-Workbook (tshark -C RDMA-Workbook), so that
 # this ladder and the Wireshark window (make wireshark-profile) show the same
 # fields; the profile also switches off the payload heuristics (RPC-over-RDMA...).
 set -euo pipefail
@@ -42,7 +42,7 @@ command -v tshark >/dev/null || {
   echo "ladder.sh: tshark is missing (scripts/install_deps.sh installs it)" >&2
   exit 1
 }
-profile=$(cd "$(dirname "$0")" && pwd)/wireshark/RDMA-Workbook
+profile=$(cd "$(dirname "$0")/.." && pwd)/docs/wireshark-profile/RDMA-Workbook
 [[ -r $profile/preferences ]] || {
   echo "ladder.sh: the Wireshark profile is missing: $profile/preferences" >&2
   exit 1

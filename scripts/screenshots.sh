@@ -122,7 +122,7 @@ done
 DISPLAY=:$(<"$tmp/display")
 export DISPLAY
 mkdir -p "$tmp/home" "$tmp/config/wireshark/profiles"
-cp -R scripts/wireshark/RDMA-Workbook "$tmp/config/wireshark/profiles/"
+cp -R docs/wireshark-profile/RDMA-Workbook "$tmp/config/wireshark/profiles/"
 # The main window fills the screen; no warning about running as root.
 cat >"$tmp/config/wireshark/recent_common" <<RECENT
 gui.geometry_main_x: 0

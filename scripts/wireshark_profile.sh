@@ -3,7 +3,7 @@
 #
 #   scripts/wireshark_profile.sh        (what `make wireshark-profile` runs)
 #
-# Copies scripts/wireshark/RDMA-Workbook/ into Wireshark's profile folder:
+# Copies docs/wireshark-profile/RDMA-Workbook/ into Wireshark's profile folder:
 # $XDG_CONFIG_HOME/wireshark/profiles/ (~/.config/wireshark/profiles/), or
 # ~/.wireshark/profiles/ where only that older folder exists. Then pick it in
 # Wireshark (Edit > Configuration Profiles, or the "Profile:" field at the
@@ -27,7 +27,7 @@ case ${1:-} in
     ;;
 esac
 
-src=$(cd "$(dirname "$0")" && pwd)/wireshark/RDMA-Workbook
+src=$(cd "$(dirname "$0")/.." && pwd)/docs/wireshark-profile/RDMA-Workbook
 # Where Wireshark looks (wsutil/filesystem.c): the XDG folder, unless only
 # the legacy ~/.wireshark exists.
 conf=${XDG_CONFIG_HOME:-$HOME/.config}/wireshark

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The workbook's Wireshark profile (scripts/wireshark/RDMA-Workbook), its
+# The workbook's Wireshark profile (docs/wireshark-profile/RDMA-Workbook), its
 # installer, the ladder that reads the profile's columns, and the captures
 # shipped in docs/captures/ (scripts/captures.sh). Runs on the host: the
 # profile and ladder tests need only tshark; "the shipped captures are
@@ -24,7 +24,7 @@ setup() {
 # own configuration (a configuration folder of its own), warnings dropped.
 ws_tshark() {
   mkdir -p "$BATS_TEST_TMPDIR/conf/wireshark/profiles"
-  ln -sfn "$PWD/scripts/wireshark/RDMA-Workbook" "$BATS_TEST_TMPDIR/conf/wireshark/profiles/RDMA-Workbook"
+  ln -sfn "$PWD/docs/wireshark-profile/RDMA-Workbook" "$BATS_TEST_TMPDIR/conf/wireshark/profiles/RDMA-Workbook"
   XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/conf tshark -C RDMA-Workbook "$@" 2>/dev/null
 }
 
@@ -78,13 +78,13 @@ Nak,Remote Access Error'
   XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/conf run --separate-stderr tshark -C RDMA-Workbook -r docs/captures/lesson4.pcapng --color
   refute_output --partial "Could not compile"
   [[ $stderr != *"Could not compile"* ]] || fail "$stderr"
-  run grep -c '^@' scripts/wireshark/RDMA-Workbook/colorfilters
+  run grep -c '^@' docs/wireshark-profile/RDMA-Workbook/colorfilters
   assert [ "$output" -ge 6 ]
 }
 
 @test "the profile switches off every payload heuristic, by names tshark knows, so a SEND stays a SEND" {
   local name names
-  names=$(sed -n 's/^\([a-z_]*\),0$/\1/p' scripts/wireshark/RDMA-Workbook/heuristic_protos)
+  names=$(sed -n 's/^\([a-z_]*\),0$/\1/p' docs/wireshark-profile/RDMA-Workbook/heuristic_protos)
   [[ $names == *rpcrdma_infiniband* && $names == *eth_over_ib* ]] || fail "heuristic_protos: $names"
   # tshark refuses a heuristic name it does not know, and takes each of these.
   for name in $names; do
@@ -107,7 +107,7 @@ Nak,Remote Access Error'
   run -0 make -s wireshark-profile </dev/null
   dest=$HOME/.config/wireshark/profiles/RDMA-Workbook
   assert_output --partial "installed the profile RDMA-Workbook in $dest"
-  run diff -r scripts/wireshark/RDMA-Workbook "$dest"
+  run diff -r docs/wireshark-profile/RDMA-Workbook "$dest"
   assert_success
   echo "# changed by the learner" >>"$dest/colorfilters"
   run -0 scripts/wireshark_profile.sh </dev/null
@@ -115,7 +115,7 @@ Nak,Remote Access Error'
   backups=("$dest".backup-*)
   assert_equal "${#backups[@]}" 1
   assert_file_contains "${backups[0]}/colorfilters" "changed by the learner"
-  run diff -r scripts/wireshark/RDMA-Workbook "$dest"
+  run diff -r docs/wireshark-profile/RDMA-Workbook "$dest"
   assert_success
   run -0 scripts/wireshark_profile.sh </dev/null   # a third time in the same second: a second backup
   backups=("$dest".backup-*)
@@ -181,12 +181,12 @@ Nak,Remote Access Error'
 }
 
 @test "ladder.sh refuses a profile that lacks a column it prints, naming the column" {
-  mkdir -p "$BATS_TEST_TMPDIR/repo/scripts/wireshark"
+  mkdir -p "$BATS_TEST_TMPDIR/repo/scripts" "$BATS_TEST_TMPDIR/repo/docs/wireshark-profile"
   cp scripts/ladder.sh "$BATS_TEST_TMPDIR/repo/scripts/"
-  cp -R scripts/wireshark/RDMA-Workbook "$BATS_TEST_TMPDIR/repo/scripts/wireshark/"
-  sed -i '/"ImmDt", /d' "$BATS_TEST_TMPDIR/repo/scripts/wireshark/RDMA-Workbook/preferences"
+  cp -R docs/wireshark-profile/RDMA-Workbook "$BATS_TEST_TMPDIR/repo/docs/wireshark-profile/"
+  sed -i '/"ImmDt", /d' "$BATS_TEST_TMPDIR/repo/docs/wireshark-profile/RDMA-Workbook/preferences"
   run -1 "$BATS_TEST_TMPDIR/repo/scripts/ladder.sh" docs/captures/lesson5.pcapng
-  assert_output "ladder.sh: the profile $BATS_TEST_TMPDIR/repo/scripts/wireshark/RDMA-Workbook has no column \"ImmDt\""
+  assert_output "ladder.sh: the profile $BATS_TEST_TMPDIR/repo/docs/wireshark-profile/RDMA-Workbook has no column \"ImmDt\""
 }
 
 # --- the shipped captures ----------------------------------------------------------
@@ -230,7 +230,7 @@ Nak,Remote Access Error'
   run tshark_quiet -r "$shipped/lesson4.pcapng" -Y frame.comment -T fields -e frame.number -e frame.comment
   assert_output "3	RETRANSMIT: this request's destination QP and PSN were first sent in frame 1"
   # The profile's colouring rule for retransmissions matches that packet, and only it.
-  assert_file_contains scripts/wireshark/RDMA-Workbook/colorfilters '@frame.comment contains "RETRANSMIT"@'
+  assert_file_contains docs/wireshark-profile/RDMA-Workbook/colorfilters '@frame.comment contains "RETRANSMIT"@'
   run ws_tshark -r "$shipped/lesson4.pcapng" -Y 'frame.comment contains "RETRANSMIT"' -T fields -e frame.number
   assert_output 3
 }
