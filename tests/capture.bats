@@ -8,18 +8,9 @@
 
 bats_require_minimum_version 1.5.0
 
-setup_file() {
-  cd "$BATS_TEST_DIRNAME/.." || return 1
-  make -s all
-}
-
-setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  bats_load_library bats-file
-  cd "$BATS_TEST_DIRNAME/.." || return 1
-  load helpers/capture
-}
+load helpers/capture
+setup_file() { capture_setup_file; }
+setup() { capture_setup; }
 
 # The lessons whose run.conf names a client, in order, as one line: "4 5 ...".
 peer_lessons() {

@@ -5,18 +5,9 @@
 
 bats_require_minimum_version 1.5.0
 
-setup_file() {
-  cd "$BATS_TEST_DIRNAME/.." || return 1
-  make -s all
-}
-
-setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  bats_load_library bats-file
-  cd "$BATS_TEST_DIRNAME/.." || return 1
-  load helpers/capture
-}
+load helpers/capture
+setup_file() { capture_setup_file; }
+setup() { capture_setup; }
 
 @test "lesson 12 across two guests: the sum travels as UD SEND Only with a DETH naming Q_Key and source QP" {
   capture 12

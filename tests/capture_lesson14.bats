@@ -7,18 +7,16 @@
 
 bats_require_minimum_version 1.5.0
 
+load helpers/capture
+
 setup_file() {
-  cd "$BATS_TEST_DIRNAME/.." || return 1
-  make -s all
+  capture_setup_file
   # One capture for every test below (each boots two guests otherwise).
   timeout 300 make -s capture LESSON=14 >"$BATS_FILE_TMPDIR/capture.out" 2>&1 || true
 }
 
 setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  bats_load_library bats-file
-  cd "$BATS_TEST_DIRNAME/.." || return 1
+  capture_setup
   PCAP=captures/lesson14.pcap
 }
 

@@ -1,8 +1,25 @@
 # Helpers for the suites that capture lessons between two lab guests
-# (tests/capture.bats, tests/capture_lessonN.bats). Load it in setup():
+# (tests/capture.bats, tests/capture_lessonN.bats). Load it at the top of
+# the suite, and let its fixtures do the common part:
 #   load helpers/capture
+#   setup_file() { capture_setup_file; }
+#   setup() { capture_setup; }
 # shellcheck shell=bash
 # shellcheck disable=SC2034 # output and lines are read by the suites (bats-assert)
+
+# capture_setup_file: from the checkout's top, build every lesson (once per suite).
+capture_setup_file() {
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+  make -s all
+}
+
+# capture_setup: bats-support, -assert and -file, and the checkout's top as cwd.
+capture_setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  bats_load_library bats-file
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+}
 
 # capture N [SCENARIO]: run `make capture LESSON=N [SCENARIO=S]` (bounded),
 # check that both guests succeeded and the ladder was printed, and that the
