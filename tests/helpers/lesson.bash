@@ -16,6 +16,8 @@
 #                                          a second client): output in
 #                                          $BATS_TEST_TMPDIR/NAME.out, killed in teardown
 #   wait_helper NAME [SECS]                waits (bounded); sets HELPER_STATUS
+#   run rx CMD...                          runs CMD where the RDMA device is (see rx)
+#   rx_sh 'SCRIPT' [ARGS...]               a bash script there: rx bash -c SCRIPT
 #
 # Ports: each test gets its own TCP port $PORT, and may also use $PORT + 1;
 # nothing else in the suites uses these. The port is 20000 + 250 x (the
@@ -29,6 +31,17 @@ bats_load_library bats-assert
 bats_load_library bats-file
 
 REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+
+# rx CMD [ARGS...]: run CMD on the machine that has the RDMA device, with
+# its stdout, stderr and exit status passed through. Every command a test
+# runs against the device or the lessons' network (a lesson, a fake peer,
+# ibv_devinfo, rdma, a read of /sys/class/infiniband, a /dev/tcp client)
+# goes through rx, start_server or start_helper; the assertions stay here.
+# Files under $BATS_TEST_TMPDIR are seen at the same path on both sides.
+# RX is the prefix that gets it there (empty: this very machine).
+RX=()
+rx() { "${RX[@]}" "$@"; }
+rx_sh() { rx bash -c "$@"; }
 
 lesson_setup() {
   cd "$REPO_ROOT" || return 1
@@ -62,7 +75,7 @@ test_port() {
 
 # Start a server in the background. fd 3 is closed so Bats does not wait on it.
 start_server() {
-  "$@" >"$SERVER_OUT" 2>"$SERVER_ERR" 3>&- &
+  "${RX[@]}" "$@" >"$SERVER_OUT" 2>"$SERVER_ERR" 3>&- &
   SERVER_PID=$!
 }
 
@@ -104,7 +117,7 @@ wait_for_server_line() {
 start_helper() {
   local name=$1
   shift
-  "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
+  "${RX[@]}" "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
   HELPER_PIDS+=("$name=$!")
 }
 
