@@ -102,6 +102,7 @@ check_host() {
     fail "busybox is dynamically linked: install busybox-static (scripts/install_deps.sh)"
   fi
   local tool
+  guest_cpus >/dev/null
   for tool in cpio depmod modprobe apt-get dpkg flock timeout; do
     command -v "$tool" >/dev/null ||
       fail "$tool not found: run scripts/install_deps.sh"
@@ -112,14 +113,14 @@ CHECKOUT=$(checkout_top)
 # shellcheck disable=SC2034 # used by the parts
 readonly CHECKOUT
 
-for part in apt kernel initramfs accel qemu rundir cmd_run cmd_shell cmd_pair cmd_fetch; do
+for part in apt kernel initramfs accel qemu rundir cmd_run cmd_shell cmd_pair cmd_fetch cmd_up; do
   # shellcheck source=/dev/null
   source "$SELF_DIR/lab/$part.sh"
 done
 
 case "${1:-}" in
-  run | shell | pair | fetch) "cmd_$1" "${@:2}" ;;
+  run | shell | pair | fetch | up | exec | status | down | xfer) "cmd_$1" "${@:2}" ;;
   -h | --help | help) usage ;;
-  "") misuse "no command (run, shell, pair, fetch)" ;;
-  *) misuse "unknown command '$1' (run, shell, pair, fetch)" ;;
+  "") misuse "no command (run, shell, pair, fetch, up, exec, status, down)" ;;
+  *) misuse "unknown command '$1' (run, shell, pair, fetch, up, exec, status, down)" ;;
 esac

@@ -16,7 +16,7 @@ play() {
   start_server ./lesson10 -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client" 10
   local start=$SECONDS
-  run --separate-stderr ./lesson10 -p "$PORT" --timeout 20 127.0.0.1 "$1"
+  run --separate-stderr rx ./lesson10 -p "$PORT" --timeout 20 127.0.0.1 "$1"
   CLIENT_SECONDS=$((SECONDS - start))
   CLIENT_STATUS=$status
   wait_server 20
@@ -136,15 +136,15 @@ between() {
 }
 
 @test "--list prints every scenario with what it breaks, one a line" {
-  run -0 ./lesson10 --list
+  run -0 rx ./lesson10 --list
   [[ $(cut -d' ' -f1 <<<"$output" | paste -sd' ') == "rnr rnr-wait rem-access qp-access len retry flush mtu gid recover" ]]
   assert_line --regexp '^rnr +the server posts no receive; the client.s rnr_retry is 0$'
-  run -2 --separate-stderr ./lesson10 --list 127.0.0.1 rnr
+  run -2 --separate-stderr rx ./lesson10 --list 127.0.0.1 rnr
   assert_equal "$stderr" "lesson10: --list takes no HOST or SCENARIO (see lesson10 -h)"
 }
 
 @test "-h prints the usage with its defaults and the scenarios, and exits 0" {
-  run -0 ./lesson10 -h
+  run -0 rx ./lesson10 -h
   assert_line --partial "lesson10 [options] HOST SCENARIO"
   assert_output --partial "(default: 18515)"
   assert_output --partial "--list"
@@ -152,10 +152,10 @@ between() {
 }
 
 @test "an unknown scenario, or a client without one, is a one-line usage error, exit 2" {
-  run -2 --separate-stderr ./lesson10 127.0.0.1 nope
+  run -2 --separate-stderr rx ./lesson10 127.0.0.1 nope
   assert_equal "$stderr" "lesson10: unknown scenario 'nope' (lesson10 --list shows them) (see lesson10 -h)"
   assert_equal "$output" ""
-  run -2 --separate-stderr ./lesson10 127.0.0.1
+  run -2 --separate-stderr rx ./lesson10 127.0.0.1
   assert_equal "$stderr" "lesson10: a client needs HOST SCENARIO, got 1 argument(s) (see lesson10 -h)"
 }
 

@@ -15,7 +15,7 @@ CLIENT_ONLY=()
 measure() {
   start_server ./lesson11 -p "$PORT" --timeout 20 "$@"
   wait_for_server_line "waiting for a client"
-  run ./lesson11 -p "$PORT" --timeout 20 "$@" "${CLIENT_ONLY[@]}" 127.0.0.1
+  run rx ./lesson11 -p "$PORT" --timeout 20 "$@" "${CLIENT_ONLY[@]}" 127.0.0.1
   client_output=$output
   client_status=$status
   wait_server 60
@@ -87,7 +87,7 @@ ordered() {
 @test "a stream longer than --timeout ends cleanly on both sides: the client says MORE while it measures" {
   start_server ./lesson11 -p "$PORT" --timeout 2 --test bw --op write -n 4000
   wait_for_server_line "waiting for a client"
-  run ./lesson11 -p "$PORT" --timeout 2 --test bw --op write -n 4000 127.0.0.1
+  run rx ./lesson11 -p "$PORT" --timeout 2 --test bw --op write -n 4000 127.0.0.1
   assert_success
   assert_line --regexp '^result: write bw 65536 B: [0-9.]+ MiB/s \(n=4000\)$'
   wait_server 60
@@ -126,33 +126,33 @@ ordered() {
 }
 
 @test "a message too big to post inline is refused, naming max_inline_data" {
-  run -2 ./lesson11 -p "$PORT" --timeout 5 --inline -s 1048576 127.0.0.1
+  run -2 rx ./lesson11 -p "$PORT" --timeout 5 --inline -s 1048576 127.0.0.1
   assert_line --regexp "^lesson11: --inline -s 1048576: $RDMA_DEV refused a QP with max_inline_data 1048576 \(EINVAL\)"
 }
 
 @test "READ with --inline, lat with --depth, and --signal beyond --depth are refused as misuse" {
-  run -2 ./lesson11 --op read --inline 127.0.0.1
+  run -2 rx ./lesson11 --op read --inline 127.0.0.1
   assert_output --partial "--inline with --op read: a READ carries no data from us"
-  run -2 ./lesson11 --depth 8 127.0.0.1
+  run -2 rx ./lesson11 --depth 8 127.0.0.1
   assert_output --partial "--depth is a bandwidth option"
-  run -2 ./lesson11 --test bw --signal 64 --depth 8 127.0.0.1
+  run -2 rx ./lesson11 --test bw --signal 64 --depth 8 127.0.0.1
   assert_output --partial "--signal 64 is more than --depth 8"
-  run -2 ./lesson11 --test fast 127.0.0.1
+  run -2 rx ./lesson11 --test fast 127.0.0.1
   assert_output --partial "--test must be lat or bw, not 'fast'"
 }
 
 @test "a depth beyond the device's max_qp_wr is refused, naming the limit" {
   local max
-  max=$(ibv_devinfo -v -d "$RDMA_DEV" | awk '$1 == "max_qp_wr:" { print $2 }')
+  max=$(rx ibv_devinfo -v -d "$RDMA_DEV" | awk '$1 == "max_qp_wr:" { print $2 }')
   [[ $max =~ ^[0-9]+$ ]]
-  run -2 ./lesson11 -p "$PORT" --test bw --depth $((max + 1)) 127.0.0.1
+  run -2 rx ./lesson11 -p "$PORT" --test bw --depth $((max + 1)) 127.0.0.1
   assert_output --partial "--depth $((max + 1)) is more than $RDMA_DEV's max_qp_wr $max (ibv_query_device)"
 }
 
 @test "a client whose options differ from the server's is an error on both sides" {
   start_server ./lesson11 -p "$PORT" --timeout 20 --op write -n 50
   wait_for_server_line "waiting for a client"
-  run -1 ./lesson11 -p "$PORT" --timeout 20 --op send -n 50 127.0.0.1
+  run -1 rx ./lesson11 -p "$PORT" --timeout 20 --op send -n 50 127.0.0.1
   assert_output --partial "lesson11: options differ: this client runs --test lat --op send -s 2 -n 50; the server runs --test lat --op write -s 2 -n 50"
   refute_line --partial "result:"
   wait_server 20
@@ -162,7 +162,7 @@ ordered() {
 }
 
 @test "-h states every default" {
-  run -0 ./lesson11 -h
+  run -0 rx ./lesson11 -h
   assert_output --partial "(default: lat)"
   assert_output --partial "(default: send)"
   assert_output --partial "(default: 2 for lat, 65536 for bw)"

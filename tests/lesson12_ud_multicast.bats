@@ -27,7 +27,7 @@ start_fake_server() {
 @test "the client prints the sum the server sent back over UD, each datagram behind a 40-byte GRH" {
   start_server ./lesson12 -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client"
-  run ./lesson12 -p "$PORT" --timeout 20 127.0.0.1 2 3
+  run rx ./lesson12 -p "$PORT" --timeout 20 127.0.0.1 2 3
   assert_success
   assert_line "result: 2 + 3 = 5"
   assert_line --regexp '^client: UD QP 0x[0-9a-f]+ is RTS with Q_Key 0x01234567, before knowing any peer$'
@@ -51,7 +51,7 @@ start_fake_server() {
   pkts=$(counter rcvd_pkts) recvs=$(counter rdma_recvs)
   start_server ./lesson12 -p "$PORT" --timeout 20 --no-recv
   wait_for_server_line "waiting for a client"
-  run ./lesson12 -p "$PORT" --timeout 20 127.0.0.1 40 2
+  run rx ./lesson12 -p "$PORT" --timeout 20 127.0.0.1 40 2
   assert_success
   assert_line "result: 40 + 2 = 42"
   # Try 1 left with IBV_WC_SUCCESS and was never answered; a later try was.
@@ -73,7 +73,7 @@ start_fake_server() {
   start_server ./lesson12 -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client"
   sent=$(counter sent_pkts) pkts=$(counter rcvd_pkts)
-  run -1 ./lesson12 -p "$PORT" --timeout 20 -q 0x7 127.0.0.1 2 3
+  run -1 rx ./lesson12 -p "$PORT" --timeout 20 -q 0x7 127.0.0.1 2 3
   assert_line "client: address handle for GID ::ffff:192.0.2.1, QP $(sed -n 's/^server: UD QP \(0x[0-9a-f]*\) is RTS.*/\1/p' "$SERVER_OUT"), Q_Key 0x00000007"
   [ "$(grep -c "^client: send completion IBV_WC_SUCCESS" <<<"$output")" -eq 4 ]
   [ "$(grep -c "^client: no answer within 1000 ms" <<<"$output")" -eq 4 ]
@@ -93,7 +93,7 @@ start_fake_server() {
 
 @test "datagrams to a QP that does not exist vanish the same way" {
   start_fake_server rtr 12 192.0.2.1
-  run -1 ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  run -1 rx ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
   assert_line "client: peer 127.0.0.1:$PORT is QP 0x123"
   [ "$(grep -c "^client: send completion IBV_WC_SUCCESS" <<<"$output")" -eq 4 ]
   assert_line --partial "result: error: no answer after 4 tries"
@@ -102,7 +102,7 @@ start_fake_server() {
 @test "a message longer than the path MTU does not fit in one datagram and is refused" {
   start_server ./lesson12 -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client"
-  run -1 ./lesson12 -p "$PORT" --timeout 20 -B 2000 127.0.0.1 2 3
+  run -1 rx ./lesson12 -p "$PORT" --timeout 20 -B 2000 127.0.0.1 2 3
   assert_line "result: error: 2000 bytes do not fit in one datagram: the path MTU is 1024 bytes"
   refute_line --partial "sending"
 }
@@ -110,7 +110,7 @@ start_fake_server() {
 @test "a request of the wrong length is answered with a refusal the client explains" {
   start_server ./lesson12 -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client"
-  run -1 ./lesson12 -p "$PORT" --timeout 20 -B 1024 127.0.0.1 2 3
+  run -1 rx ./lesson12 -p "$PORT" --timeout 20 -B 1024 127.0.0.1 2 3
   assert_line "result: error: the server refused the request: it was 1024 bytes, not 16"
   wait_server 20
   run cat "$SERVER_OUT"
@@ -122,7 +122,7 @@ start_fake_server() {
   sent=$(counter sent_pkts) recvs=$(counter rdma_recvs)
   start_server ./lesson12 -p "$PORT" --timeout 20 --mcast
   wait_for_server_line "waiting for a sender"
-  run ./lesson12 -p "$PORT" --timeout 20 --mcast 127.0.0.1
+  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast 127.0.0.1
   assert_success
   assert_line "sender: group GID ::ffff:239.1.2.3 = IPv4 239.1.2.3 = Ethernet 01:00:5e:01:02:03; QP 0xffffff, Q_Key 0x01234567"
   assert_line 'sender: "datagram 3 of 3" sent once, completion IBV_WC_SUCCESS'
@@ -148,7 +148,7 @@ start_fake_server() {
 @test "multicast to a group of our choosing, with R receivers and K datagrams" {
   start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 5 -k 2 239.9.8.7
   wait_for_server_line "waiting for a sender"
-  run ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
+  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
   assert_success
   assert_line "sender: group GID ::ffff:239.9.8.7 = IPv4 239.9.8.7 = Ethernet 01:00:5e:09:08:07; QP 0xffffff, Q_Key 0x01234567"
   wait_server 20
@@ -161,7 +161,7 @@ start_fake_server() {
 @test "receivers that expect more datagrams than were sent say which receiver missed which" {
   start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 2 -k 3
   wait_for_server_line "waiting for a sender"
-  run ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
+  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
   assert_success
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
@@ -173,55 +173,55 @@ start_fake_server() {
 @test "a unicast client refuses multicast receivers, and a multicast sender a unicast server" {
   start_server ./lesson12 -p "$PORT" --timeout 20 --mcast
   wait_for_server_line "waiting for a sender"
-  run -1 --separate-stderr ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
   [[ "$stderr" == *"the peer 127.0.0.1:$PORT runs multicast receivers"* ]]
   wait_server 20
   start_server ./lesson12 -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client"
-  run -1 --separate-stderr ./lesson12 -p "$PORT" --timeout 10 --mcast 127.0.0.1
+  run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 10 --mcast 127.0.0.1
   [[ "$stderr" == *"the peer 127.0.0.1:$PORT is not multicast receivers"* ]]
 }
 
 @test "a client whose server accepts and then says nothing gives up after --timeout" {
   start_fake_server silent
   local start=$SECONDS
-  run -1 --separate-stderr ./lesson12 -p "$PORT" --timeout 2 127.0.0.1 1 2
+  run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 2 127.0.0.1 1 2
   [ $((SECONDS - start)) -le 8 ]
   [[ "$stderr" == *"127.0.0.1:$PORT sent nothing for 2 s"* ]]
 }
 
 @test "multicast receivers given --timeout and no sender give up" {
   local start=$SECONDS
-  run -1 --separate-stderr ./lesson12 -p "$PORT" --timeout 2 --mcast
+  run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 2 --mcast
   [ $((SECONDS - start)) -le 8 ]
   assert_line --partial "receivers: waiting for a sender"
   [[ "$stderr" == *"2 s"* ]]
 }
 
 @test "bad numbers and misplaced options are one-line usage errors" {
-  run -2 --separate-stderr ./lesson12 127.0.0.1 two 3
+  run -2 --separate-stderr rx ./lesson12 127.0.0.1 two 3
   assert_equal "$stderr" "lesson12: A: 'two' is not a whole number (see lesson12 -h)"
-  run -2 --separate-stderr ./lesson12 -q 0x1ffffffff 127.0.0.1 2 3
+  run -2 --separate-stderr rx ./lesson12 -q 0x1ffffffff 127.0.0.1 2 3
   assert_equal "$stderr" "lesson12: -q: '0x1ffffffff' is not a 32-bit Q_Key (decimal or 0x hex) (see lesson12 -h)"
-  run -2 --separate-stderr ./lesson12 -q key 127.0.0.1 2 3
+  run -2 --separate-stderr rx ./lesson12 -q key 127.0.0.1 2 3
   assert_equal "$stderr" "lesson12: -q: 'key' is not a 32-bit Q_Key (decimal or 0x hex) (see lesson12 -h)"
-  run -2 --separate-stderr ./lesson12 --mcast -r 9
+  run -2 --separate-stderr rx ./lesson12 --mcast -r 9
   assert_equal "$stderr" "lesson12: -r: '9' is out of range 1..8 (see lesson12 -h)"
-  run -2 --separate-stderr ./lesson12 --mcast -k many 127.0.0.1
+  run -2 --separate-stderr rx ./lesson12 --mcast -k many 127.0.0.1
   assert_equal "$stderr" "lesson12: -k: 'many' is not a whole number (see lesson12 -h)"
-  run -2 --separate-stderr ./lesson12 --mcast -r 2 127.0.0.1
+  run -2 --separate-stderr rx ./lesson12 --mcast -r 2 127.0.0.1
   assert_equal "$stderr" "lesson12: -r is a receivers' option (no HOST) (see lesson12 -h)"
-  run -2 --separate-stderr ./lesson12 -r 2
+  run -2 --separate-stderr rx ./lesson12 -r 2
   assert_equal "$stderr" "lesson12: -r and -k need --mcast (see lesson12 -h)"
-  run -2 --separate-stderr ./lesson12 --no-recv 127.0.0.1 2 3
+  run -2 --separate-stderr rx ./lesson12 --no-recv 127.0.0.1 2 3
   assert_equal "$stderr" "lesson12: -n is a server option (see lesson12 -h)"
-  run -2 --separate-stderr ./lesson12 -q 7
+  run -2 --separate-stderr rx ./lesson12 -q 7
   assert_equal "$stderr" "lesson12: -B and -q are client options (see lesson12 -h)"
   assert_equal "$output" ""
 }
 
 @test "-h prints the usage with its defaults and exits 0" {
-  run -0 ./lesson12 -h
+  run -0 rx ./lesson12 -h
   assert_line --partial "lesson12 [options] HOST A B"
   assert_line --partial "lesson12 --mcast [-r R] [GROUP]"
   assert_line --partial "(default: 0x01234567, the server's; any other is dropped)"

@@ -118,7 +118,7 @@ limit_count() {
 @test "one client on the tour's settings: the limit fires and the SRQ is refilled and re-armed" {
   start_server ./lesson13 -p "$PORT" --timeout 10 -c 1 --srq-size 4 --limit 1
   wait_for_server_line "waiting for client 1 of 1" 10
-  run --separate-stderr ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 6
+  run --separate-stderr rx ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 6
   assert_success
   assert_line --regexp '^result: 6 requests answered on QP 0x[0-9a-f]+, every sum right$'
   wait_server 15
@@ -131,38 +131,38 @@ limit_count() {
 }
 
 @test "more clients than receives is refused before anything is opened" {
-  run --separate-stderr ./lesson13 -c 9 --srq-size 8
+  run --separate-stderr rx ./lesson13 -c 9 --srq-size 8
   assert_failure 2
   assert_equal "$stderr" "lesson13: an SRQ of 8 receives is too small for 9 clients: give it at least one receive per client (--srq-size 9 or more) (see lesson13 -h)"
   assert_output ""
 }
 
 @test "a limit that is not below the SRQ's size, or is zero, is a usage error" {
-  run --separate-stderr ./lesson13 --srq-size 4 --limit 4
+  run --separate-stderr rx ./lesson13 --srq-size 4 --limit 4
   assert_failure 2
   assert_equal "$stderr" "lesson13: --limit: '4' is out of range 1..3 (see lesson13 -h)"
-  run --separate-stderr ./lesson13 --limit 0
+  run --separate-stderr rx ./lesson13 --limit 0
   assert_failure 2
   assert_equal "$stderr" "lesson13: --limit: '0' is out of range 1..7 (see lesson13 -h)"
 }
 
 @test "non-numbers are usage errors naming the value" {
-  run --separate-stderr ./lesson13 -c two
+  run --separate-stderr rx ./lesson13 -c two
   assert_failure 2
   assert_equal "$stderr" "lesson13: -c: 'two' is not a whole number (see lesson13 -h)"
-  run --separate-stderr ./lesson13 --srq-size 8x
+  run --separate-stderr rx ./lesson13 --srq-size 8x
   assert_failure 2
   assert_equal "$stderr" "lesson13: --srq-size: '8x' is not a whole number (see lesson13 -h)"
-  run --separate-stderr ./lesson13 127.0.0.1 -n ten
+  run --separate-stderr rx ./lesson13 127.0.0.1 -n ten
   assert_failure 2
   assert_equal "$stderr" "lesson13: -n: 'ten' is not a whole number (see lesson13 -h)"
 }
 
 @test "server options on a client and -n on a server are usage errors" {
-  run --separate-stderr ./lesson13 127.0.0.1 --limit 2
+  run --separate-stderr rx ./lesson13 127.0.0.1 --limit 2
   assert_failure 2
   assert_equal "$stderr" "lesson13: -c, --srq-size and --limit are server options (./lesson13 -c CLIENTS) (see lesson13 -h)"
-  run --separate-stderr ./lesson13 -n 3
+  run --separate-stderr rx ./lesson13 -n 3
   assert_failure 2
   assert_equal "$stderr" "lesson13: -n is a client option (./lesson13 HOST -n N) (see lesson13 -h)"
 }
@@ -170,7 +170,7 @@ limit_count() {
 @test "a client gives up within its timeout on a server that says nothing" {
   start_fake silent
   SECONDS=0
-  run --separate-stderr ./lesson13 -p "$PORT" --timeout 2 127.0.0.1
+  run --separate-stderr rx ./lesson13 -p "$PORT" --timeout 2 127.0.0.1
   assert_failure 1
   [ "$SECONDS" -lt 10 ]
   assert_equal "${stderr_lines[0]}" "lesson13: the peer 127.0.0.1:$PORT sent nothing for 2 s"
@@ -203,7 +203,7 @@ limit_count() {
 }
 
 @test "-h prints the usage with every default and exits 0" {
-  run --separate-stderr ./lesson13 -h
+  run --separate-stderr rx ./lesson13 -h
   assert_success
   assert_line --partial "how many clients to serve at once (default: 2)"
   assert_line --partial "receives in the shared receive queue (default: 8)"

@@ -18,7 +18,7 @@ teardown() { lesson_teardown; }
 run_pair() {
   start_server ./lesson14 -p "$PORT" --timeout 10 "$@"
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson14 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson14 -p "$PORT" --timeout 10 127.0.0.1
   wait_server 20
 }
 
@@ -74,7 +74,7 @@ run_pair() {
 @test "both sides print the device's memory window capabilities, as ibv_devinfo -v has them" {
   run_pair
   assert_success
-  devinfo=$(ibv_devinfo -v -d "$RDMA_DEV")
+  devinfo=$(rx ibv_devinfo -v -d "$RDMA_DEV")
   yes_no() { if grep -qx "[[:space:]]*$1" <<<"$devinfo"; then echo yes; else echo no; fi; }
   max_mw=$(awk '/max_mw:/ { print $2 }' <<<"$devinfo")
   expected="memory windows: type 1 $(yes_no MEM_WINDOW), type 2A $(yes_no MEM_WINDOW_TYPE_2A), type 2B $(yes_no MEM_WINDOW_TYPE_2B); max_mw $max_mw"
@@ -92,13 +92,13 @@ run_pair() {
 }
 
 @test "-h prints every option with its default; misuse is one line and exit 2" {
-  run -0 ./lesson14 -h
+  run -0 rx ./lesson14 -h
   assert_line --partial "-w, --window-type=TYPE server: 1 (ibv_bind_mw) or 2 (a bind work request) (default: 2)"
   assert_line --partial "(default: 18515)"
-  run -2 --separate-stderr ./lesson14 -w 3
+  run -2 --separate-stderr rx ./lesson14 -w 3
   # shellcheck disable=SC2154 # $stderr is set by run --separate-stderr
   assert_equal "$stderr" "lesson14: -w: '3' is out of range 1..2 (see lesson14 -h)"
-  run -2 --separate-stderr ./lesson14 -w 1 127.0.0.1
+  run -2 --separate-stderr rx ./lesson14 -w 1 127.0.0.1
   assert_equal "$stderr" "lesson14: -w is a server option; the client uses whatever window it gets (see lesson14 -h)"
 }
 
@@ -107,7 +107,7 @@ run_pair() {
   [[ -x $py ]] || py=python3
   start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" offer 6 0x7f0000001000 16
   wait_for_server_line "fake peer listening" 10
-  run --separate-stderr ./lesson14 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson14 -p "$PORT" --timeout 10 127.0.0.1
   assert_failure 1
   [[ $stderr == *"runs lesson 6, this is lesson 14"* ]] || fail "stderr: $stderr"
   refute_output --partial "result:"

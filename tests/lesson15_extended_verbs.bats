@@ -13,7 +13,7 @@ teardown() { lesson_teardown; }
 
 @test "the client prints the sum the server sent back, and so does the server" {
   start_server ./lesson15 -p "$PORT" --timeout 20
-  run ./lesson15 -p "$PORT" --timeout 20 127.0.0.1 2 3
+  run rx ./lesson15 -p "$PORT" --timeout 20 127.0.0.1 2 3
   assert_success
   assert_line "result: 2 + 3 = 5"
   assert_line "client: completion IBV_WC_RECV, 16 bytes"
@@ -28,14 +28,14 @@ teardown() { lesson_teardown; }
   # The lesson changes the API, not the story: the same steps, in the same order.
   normalize() { sed -E 's/0x[0-9a-f]+/0xQP/g; s/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g; s/port [0-9]{4,5}/port PORT/g'; }
   start_server ./lesson4 -p "$PORT" --timeout 20
-  run ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 40 2
+  run rx ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 40 2
   assert_success
   local four_client four_server
   four_client=$(normalize <<<"$output")
   wait_server 20
   four_server=$(normalize <"$SERVER_OUT")
   start_server ./lesson15 -p "$((PORT + 1))" --timeout 20
-  run ./lesson15 -p "$((PORT + 1))" --timeout 20 127.0.0.1 40 2
+  run rx ./lesson15 -p "$((PORT + 1))" --timeout 20 127.0.0.1 40 2
   assert_success
   assert_equal "$(normalize <<<"$output")" "$four_client"
   wait_server 20
@@ -44,7 +44,7 @@ teardown() { lesson_teardown; }
 
 @test "negative numbers after -- are added, down to the smallest int64" {
   start_server ./lesson15 -p "$PORT" --timeout 20
-  run ./lesson15 -p "$PORT" --timeout 20 127.0.0.1 -- -9223372036854775807 -1
+  run rx ./lesson15 -p "$PORT" --timeout 20 127.0.0.1 -- -9223372036854775807 -1
   assert_success
   assert_line "result: -9223372036854775807 + -1 = -9223372036854775808"
   wait_server 20
@@ -53,7 +53,7 @@ teardown() { lesson_teardown; }
 
 @test "a sum that overflows int64 is an error on both sides, never a wrapped number" {
   start_server ./lesson15 -p "$PORT" --timeout 20
-  run -1 ./lesson15 -p "$PORT" --timeout 20 127.0.0.1 9223372036854775807 1
+  run -1 rx ./lesson15 -p "$PORT" --timeout 20 127.0.0.1 9223372036854775807 1
   assert_line "result: error: 9223372036854775807 + 1 overflows a signed 64-bit integer"
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
@@ -61,7 +61,7 @@ teardown() { lesson_teardown; }
 
 @test "a request of the wrong length arrives with its byte_len, read by ibv_wc_read_byte_len" {
   start_server ./lesson15 -p "$PORT" --timeout 20
-  run -1 ./lesson15 -p "$PORT" --timeout 20 -B 24 127.0.0.1 1 2
+  run -1 rx ./lesson15 -p "$PORT" --timeout 20 -B 24 127.0.0.1 1 2
   assert_line "result: error: the server refused the request: it was 24 bytes, not 16"
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
@@ -78,7 +78,7 @@ teardown() { lesson_teardown; }
     server_status="local length error (1, IBV_WC_LOC_LEN_ERR," client_status="remote invalid request error (9, IBV_WC_REM_INV_REQ_ERR,"
   fi
   start_server ./lesson15 -p "$PORT" --timeout 20
-  run -1 --separate-stderr ./lesson15 -p "$PORT" --timeout 20 -B 100 127.0.0.1 1 2
+  run -1 --separate-stderr rx ./lesson15 -p "$PORT" --timeout 20 -B 100 127.0.0.1 1 2
   refute_line --partial "result: "
   assert_equal "${stderr_lines[0]%% vendor_err*}" "lesson15: the SEND of the request completed with status $client_status"
   wait_server 20
@@ -90,7 +90,7 @@ teardown() { lesson_teardown; }
 @test "a lesson-4 client is refused by a lesson-15 server: the wire is the same, the exchange names the lesson" {
   start_server ./lesson15 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
+  run -1 --separate-stderr rx ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
   [[ "$stderr" == *"the peer 127.0.0.1:$PORT runs lesson 15, this is lesson 4"* ]]
   wait_server 10
   assert_equal "$SERVER_STATUS" 1
@@ -100,7 +100,7 @@ teardown() { lesson_teardown; }
 
 @test "a client whose server is not there gives up within its timeout, naming host and port" {
   local start=$SECONDS
-  run -1 --separate-stderr ./lesson15 -p "$PORT" --timeout 2 127.0.0.1 1 2
+  run -1 --separate-stderr rx ./lesson15 -p "$PORT" --timeout 2 127.0.0.1 1 2
   [ $((SECONDS - start)) -le 6 ]
   [[ "$stderr" == *"could not connect to 127.0.0.1:$PORT within 2 s"* ]]
 }
@@ -125,9 +125,9 @@ devinfo_value() {
 }
 
 probe_and_devinfo() {
-  run -0 ./lesson15 --probe
+  run -0 rx ./lesson15 --probe
   probe=$output
-  devinfo=$(ibv_devinfo -v -d "$RDMA_DEV")
+  devinfo=$(rx ibv_devinfo -v -d "$RDMA_DEV")
 }
 
 @test "--probe prints every row of the matrix and a result line" {
@@ -184,7 +184,7 @@ probe_and_devinfo() {
 }
 
 @test "--probe on rxe: RC, UC, UD, SRQ, both memory windows, inline and atomics yes; the rest no, each saying who has it" {
-  ibv_devinfo -d "$RDMA_DEV" | grep -qE 'vendor_id:[[:space:]]+0xffffff$' || skip "not Soft-RoCE"
+  rx ibv_devinfo -d "$RDMA_DEV" | grep -qE 'vendor_id:[[:space:]]+0xffffff$' || skip "not Soft-RoCE"
   probe_and_devinfo
   local f
   for f in "RC queue pairs" "UC queue pairs" "UD queue pairs" "shared receive queues" \
@@ -208,29 +208,29 @@ probe_and_devinfo() {
 # --- misuse ---------------------------------------------------------------------
 
 @test "--probe with a host, -B, -g, -p or --timeout is a one-line usage error" {
-  run -2 --separate-stderr ./lesson15 --probe 127.0.0.1
+  run -2 --separate-stderr rx ./lesson15 --probe 127.0.0.1
   assert_equal "$stderr" "lesson15: --probe asks this host's device only: it takes no HOST or numbers (see lesson15 -h)"
   assert_equal "$output" ""
-  run -2 --separate-stderr ./lesson15 --probe -B 16
+  run -2 --separate-stderr rx ./lesson15 --probe -B 16
   assert_equal "$stderr" "lesson15: -B is a client option, not one of --probe (see lesson15 -h)"
   for extra in "-g 1" "-p 4000" "--timeout 5"; do
     # shellcheck disable=SC2086 # the option and its value, two words
-    run -2 --separate-stderr ./lesson15 --probe $extra
+    run -2 --separate-stderr rx ./lesson15 --probe $extra
     assert_equal "$stderr" "lesson15: --probe talks to no peer: it takes -d and -i only, not -g, -p or --timeout (see lesson15 -h)"
   done
 }
 
 @test "a number that is not a number, or a missing one, is a one-line usage error" {
-  run -2 --separate-stderr ./lesson15 127.0.0.1 two 3
+  run -2 --separate-stderr rx ./lesson15 127.0.0.1 two 3
   assert_equal "$stderr" "lesson15: A: 'two' is not a whole number (see lesson15 -h)"
-  run -2 --separate-stderr ./lesson15 127.0.0.1 5
+  run -2 --separate-stderr rx ./lesson15 127.0.0.1 5
   assert_equal "$stderr" "lesson15: a client needs HOST A B, got 2 arguments (see lesson15 -h)"
-  run -2 --separate-stderr ./lesson15 -B 16
+  run -2 --separate-stderr rx ./lesson15 -B 16
   assert_equal "$stderr" "lesson15: -B is a client option (see lesson15 -h)"
 }
 
 @test "-h prints the usage with its defaults, the probe included, and exits 0" {
-  run -0 ./lesson15 -h
+  run -0 rx ./lesson15 -h
   assert_line --partial "lesson15 [options] HOST A B"
   assert_line --partial "lesson15 --probe [-d DEV] [-i PORT]"
   assert_output --partial "(default: 18515)"

@@ -16,7 +16,7 @@ teardown() { lesson_teardown; }
 # deep) or port 1's (three tabs deep).
 devinfo_pairs() {
   local depth=$1
-  ibv_devinfo -v -d "$RDMA_DEV" -i 1 |
+  rx ibv_devinfo -v -d "$RDMA_DEV" -i 1 |
     awk -v d="$depth" -F'\t+' '
       { n = match($0, /[^\t]/) - 1 }
       n == d && $2 ~ /^[a-z_]+:$/ { k = $2; sub(":", "", k); print k, $3 }'
@@ -31,7 +31,7 @@ lesson_pairs() {
 value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2"; }
 
 @test "every device attribute lesson 1 prints agrees with ibv_devinfo -v" {
-  ./lesson1 -d "$RDMA_DEV" >"$LESSON"
+  rx ./lesson1 -d "$RDMA_DEV" >"$LESSON"
   devinfo_pairs 1 >"$DEVINFO"
   local key checked=0
   for key in fw_ver node_guid sys_image_guid vendor_id vendor_part_id hw_ver phys_port_cnt \
@@ -50,7 +50,7 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
 }
 
 @test "every port attribute lesson 1 prints agrees with ibv_devinfo -v" {
-  ./lesson1 -d "$RDMA_DEV" >"$LESSON"
+  rx ./lesson1 -d "$RDMA_DEV" >"$LESSON"
   devinfo_pairs 3 | sed -e 's/^port_lid /lid /' -e 's/^port_lmc /lmc /' >"$DEVINFO"
   lesson_pairs "port 1 (ibv_query_port):" >"$LESSON.port"
   local key want got
@@ -68,22 +68,22 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
 }
 
 @test "the GID table lists the entries ibv_devinfo -v lists, with their types and netdev" {
-  ./lesson1 -d "$RDMA_DEV" >"$LESSON"
-  ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *\([0-9]*\)\]:\t*\(.*\)$/\1 \2/p' >"$DEVINFO"
+  rx ./lesson1 -d "$RDMA_DEV" >"$LESSON"
+  rx ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *\([0-9]*\)\]:\t*\(.*\)$/\1 \2/p' >"$DEVINFO"
   sed -n 's/^  port 1 GID\[ *\([0-9]*\)\]: \(.*\), netdev .*$/\1 \2/p' "$LESSON" >"$LESSON.gids"
   [ -s "$DEVINFO" ] || fail "ibv_devinfo -v listed no GIDs"
   assert_equal "$(cat "$LESSON.gids")" "$(cat "$DEVINFO")"
   local netdev
-  netdev=$(rdma link show "$RDMA_DEV/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+  netdev=$(rx rdma link show "$RDMA_DEV/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
   run grep -c "RoCE v2, netdev $netdev\$" "$LESSON"
   assert_output "$(wc -l <"$DEVINFO")"
 }
 
 @test "lesson 1 recommends the RoCE v2 IPv4-mapped GID and its result line says so" {
-  run --separate-stderr ./lesson1
+  run --separate-stderr rx ./lesson1
   assert_success
   local index
-  index=$(ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *\([0-9]*\)\]:\t*::ffff:.*, RoCE v2$/\1/p' | head -n 1)
+  index=$(rx ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *\([0-9]*\)\]:\t*::ffff:.*, RoCE v2$/\1/p' | head -n 1)
   [ -n "$index" ] || fail "ibv_devinfo -v shows no IPv4-mapped RoCE v2 GID"
   assert_line --regexp "^  use GID index $index \(::ffff:[0-9.]+, RoCE v2\): RoCE v2 travels in UDP/IP packets"
   assert_line --index $((${#lines[@]} - 1)) --regexp "^result: 1 device\(s\) listed; $RDMA_DEV port 1 GID index $index ::ffff:[0-9.]+ \(RoCE v2\)$"
@@ -93,7 +93,7 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
   # rxe always has a link-local GID, so an LD_PRELOAD shim (tests/unit/no_gids_preload.c)
   # makes the GID table empty, as on a netdev with no address.
   cc -shared -fPIC -o "$BATS_TEST_TMPDIR/no_gids.so" tests/unit/no_gids_preload.c
-  run --separate-stderr env LD_PRELOAD="$BATS_TEST_TMPDIR/no_gids.so" ./lesson1 -d "$RDMA_DEV"
+  run --separate-stderr rx env LD_PRELOAD="$BATS_TEST_TMPDIR/no_gids.so" ./lesson1 -d "$RDMA_DEV"
   assert_success
   assert_line "GID table (ibv_query_gid_table): 0 valid entries"
   assert_line "  no usable RoCE GID: does the netdev have an IP address? (ip addr)"
@@ -102,14 +102,14 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
 }
 
 @test "-g explains the GID at that index, read with ibv_query_gid_ex" {
-  run --separate-stderr ./lesson1 -g 0
+  run --separate-stderr rx ./lesson1 -g 0
   assert_success
   assert_line --regexp "^  -g 0 \(ibv_query_gid_ex\): fe80::[0-9a-f:]+, RoCE v2: RoCE v2 \(routable UDP/IP\), but an IPv6$"
   assert_line --partial "result: 1 device(s) listed"
 }
 
 @test "-g of an empty GID slot fails with ENODATA and says where to look" {
-  run --separate-stderr ./lesson1 -g 200
+  run --separate-stderr rx ./lesson1 -g 200
   assert_failure 1
   assert_equal "${stderr_lines[0]}" "lesson1: ibv_query_gid_ex(ctx.get(), explain_port, gid_given, &e, 0) failed: ENODATA (No data available)"
   assert_equal "${stderr_lines[1]}" "lesson1: check: is -g a populated index? the GID table above lists them (ENODATA: an empty slot)"
@@ -117,7 +117,7 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
 }
 
 @test "a device that does not exist is named in the error, with the devices that do" {
-  run --separate-stderr ./lesson1 -d nosuch0
+  run --separate-stderr rx ./lesson1 -d nosuch0
   assert_failure 1
   assert_equal "$stderr" "lesson1: no RDMA device named 'nosuch0'
 lesson1: check: the devices here are: $RDMA_DEV"
@@ -125,13 +125,13 @@ lesson1: check: the devices here are: $RDMA_DEV"
 }
 
 @test "a port the device does not have is an error naming it" {
-  run --separate-stderr ./lesson1 -i 9
+  run --separate-stderr rx ./lesson1 -i 9
   assert_failure 1
   assert_equal "${stderr_lines[0]}" "lesson1: $RDMA_DEV has no port 9"
 }
 
 @test "-h prints the usage with its defaults and exits 0" {
-  run --separate-stderr ./lesson1 -h
+  run --separate-stderr rx ./lesson1 -h
   assert_success
   assert_line --partial "-d, --ib-dev=DEV      RDMA device (default: the first device found)"
   assert_line --partial "(default: 1)"
@@ -139,13 +139,13 @@ lesson1: check: the devices here are: $RDMA_DEV"
 }
 
 @test "misuse is one line on stderr and exit 2" {
-  run --separate-stderr ./lesson1 192.0.2.1
+  run --separate-stderr rx ./lesson1 192.0.2.1
   assert_failure 2
   assert_equal "$stderr" "lesson1: unexpected argument '192.0.2.1': lesson 1 takes no host (see lesson1 -h)"
-  run --separate-stderr ./lesson1 -i 0
+  run --separate-stderr rx ./lesson1 -i 0
   assert_failure 2
   assert_equal "$stderr" "lesson1: -i: '0' is out of range 1..255 (see lesson1 -h)"
-  run --separate-stderr ./lesson1 -p 1
+  run --separate-stderr rx ./lesson1 -p 1
   assert_failure 2
   assert_equal "$stderr" "lesson1: unknown option '-p' (see lesson1 -h)"
 }

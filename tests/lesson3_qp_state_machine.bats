@@ -8,7 +8,7 @@ setup() { load helpers/lesson; lesson_setup; }
 teardown() { lesson_teardown; }
 
 @test "QP A goes RESET, INIT, RTR, RTS, and a refused transition leaves it where it was" {
-  run --separate-stderr ./lesson3
+  run --separate-stderr rx ./lesson3
   assert_success
   local states
   states=$(sed -n 's/^  ibv_query_qp: QP A (qp_num 0x[0-9a-f]*) is \([A-Z]*\).*/\1/p' <<<"$output" | tr '\n' ' ')
@@ -17,7 +17,7 @@ teardown() { lesson_teardown; }
 }
 
 @test "a wrong mask is refused with EINVAL, at INIT and at RTR" {
-  run --separate-stderr ./lesson3
+  run --separate-stderr rx ./lesson3
   assert_success
   assert_output --partial "  wrong mask: RESET -> INIT without IBV_QP_PORT
     -> ibv_modify_qp refused it: EINVAL (Invalid argument)
@@ -27,7 +27,7 @@ teardown() { lesson_teardown; }
 }
 
 @test "an RTR without a valid GID is refused: no GRH on RoCE, or an empty source GID slot" {
-  run --separate-stderr ./lesson3
+  run --separate-stderr rx ./lesson3
   assert_success
   assert_output --partial "  RTR on RoCE without a GID (is_global = 0, no GRH)
     -> ibv_modify_qp refused it: EINVAL (Invalid argument)"
@@ -36,7 +36,7 @@ teardown() { lesson_teardown; }
 }
 
 @test "each QP's RTR names the other, and each expects the PSN the other sends first" {
-  run --separate-stderr ./lesson3
+  run --separate-stderr rx ./lesson3
   assert_success
   local qpn_a qpn_b
   qpn_a=$(sed -n 's/^  ibv_query_qp: QP A (qp_num \(0x[0-9a-f]*\)).*/\1/p' <<<"$output" | head -n 1)
@@ -62,10 +62,10 @@ rts_block() {
 }
 
 @test "the RTR and RTS values are the ones lesson 3 explains and common/connect.cpp uses" {
-  run --separate-stderr ./lesson3
+  run --separate-stderr rx ./lesson3
   assert_success
   local mtu
-  mtu=$(ibv_devinfo -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*active_mtu:\t*\([0-9]*\) .*/\1/p')
+  mtu=$(rx ibv_devinfo -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*active_mtu:\t*\([0-9]*\) .*/\1/p')
   assert_line --regexp "^    dest_qp_num 0x[0-9a-f]+, rq_psn 0x[0-9a-f]{6}, path_mtu $mtu, max_dest_rd_atomic 1, min_rnr_timer 12,$"
   assert_line --regexp "^    sq_psn 0x[0-9a-f]{6}, timeout 14, retry_cnt 6, rnr_retry 7, max_rd_atomic 1$"
   local by_hand
@@ -73,14 +73,14 @@ rts_block() {
   [ -n "$by_hand" ] || fail "lesson 3 showed no RTS block for QP A"
   # The helpers lessons 4 to 8 call, asked at run time with ibv_query_qp.
   [ -x build/tests/connect_probe ] || fail "build/tests/connect_probe is missing: run make units"
-  run --separate-stderr build/tests/connect_probe -d "$RDMA_DEV"
+  run --separate-stderr rx build/tests/connect_probe -d "$RDMA_DEV"
   assert_success
   assert_equal "$(rts_block <<<"$output")" "$by_hand"
   assert_line --regexp "^    hop_limit 64, sgid_index [0-9]+ \(is_global 1\)$"
 }
 
 @test "one SEND from A arrives intact in B's posted receive, both completions successful" {
-  run --separate-stderr ./lesson3
+  run --separate-stderr rx ./lesson3
   assert_success
   assert_line --regexp "^  completion: IBV_WC_SEND on qp_num 0x[0-9a-f]+, wr_id 1, status success$"
   assert_line --regexp "^  completion: IBV_WC_RECV on qp_num 0x[0-9a-f]+, wr_id 2, status success, byte_len 16$"
@@ -88,7 +88,7 @@ rts_block() {
 }
 
 @test "teardown goes QPs, CQ, MR, memory, PD, device, after a CQ still in use is refused" {
-  run --separate-stderr ./lesson3
+  run --separate-stderr rx ./lesson3
   assert_success
   local order
   order=$(sed -n '/^step 11: teardown/,/^result:/p' <<<"$output" | sed -n 's/^  \([a-z_(]*\).*/\1/p' | tr '\n' ' ')
@@ -100,15 +100,15 @@ rts_block() {
 
 @test "-g with the IPv4-mapped GID's index works like the default choice" {
   local index
-  index=$(ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *\([0-9]*\)\]:\t*::ffff:.*, RoCE v2$/\1/p' | head -n 1)
-  run --separate-stderr ./lesson3 -g "$index"
+  index=$(rx ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *\([0-9]*\)\]:\t*::ffff:.*, RoCE v2$/\1/p' | head -n 1)
+  run --separate-stderr rx ./lesson3 -g "$index"
   assert_success
   assert_line --regexp "^gid: index $index ::ffff:[0-9.]+ \(RoCE v2\) - given with -g$"
   assert_line --partial "SEND of 16 bytes received intact"
 }
 
 @test "-g of an empty GID slot fails before any QP exists, naming ENODATA and -g" {
-  run --separate-stderr ./lesson3 -g 200
+  run --separate-stderr rx ./lesson3 -g 200
   assert_failure 1
   assert_equal "${stderr_lines[0]}" "lesson3: ibv_query_gid_ex(ctx, a.port, gid_index, &e, 0) failed: ENODATA (No data available)"
   assert_equal "${stderr_lines[1]}" "lesson3: check: is -g a valid index? list the table with ./lesson1 or ibv_devinfo -v"
@@ -116,10 +116,10 @@ rts_block() {
 }
 
 @test "lesson 3 takes no host: misuse is one line and exit 2" {
-  run --separate-stderr ./lesson3 192.0.2.1
+  run --separate-stderr rx ./lesson3 192.0.2.1
   assert_failure 2
   assert_equal "$stderr" "lesson3: unexpected argument '192.0.2.1': lesson 3 takes no host (see lesson3 -h)"
-  run --separate-stderr ./lesson3 -g 256
+  run --separate-stderr rx ./lesson3 -g 256
   assert_failure 2
   assert_equal "$stderr" "lesson3: -g: '256' is out of range 0..255 (see lesson3 -h)"
 }

@@ -26,7 +26,7 @@ fake_client_sends() {
 
 @test "the client prints the sum the server sent back, and so does the server" {
   start_server ./lesson4 -p "$PORT" --timeout 20
-  run ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 2 3
+  run rx ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 2 3
   assert_success
   assert_line "result: 2 + 3 = 5"
   assert_line --partial "client: completion IBV_WC_RECV, 16 bytes"
@@ -51,7 +51,7 @@ rnr_counts() {
   local before
   before=$(rnr_counts)
   start_server ./lesson4 -p "$PORT" --timeout 20
-  run ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 40 2
+  run rx ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 40 2
   assert_success
   assert_line "result: 40 + 2 = 42"
   # The narration order is the lesson: receive first, exchange second.
@@ -68,7 +68,7 @@ rnr_counts() {
 
 @test "negative numbers after -- are added, down to the smallest int64" {
   start_server ./lesson4 -p "$PORT" --timeout 20
-  run ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 -- -9223372036854775807 -1
+  run rx ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 -- -9223372036854775807 -1
   assert_success
   assert_line "result: -9223372036854775807 + -1 = -9223372036854775808"
   wait_server 20
@@ -77,7 +77,7 @@ rnr_counts() {
 
 @test "a sum that overflows int64 is an error on both sides, never a wrapped number" {
   start_server ./lesson4 -p "$PORT" --timeout 20
-  run -1 ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 9223372036854775807 1
+  run -1 rx ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 9223372036854775807 1
   assert_line "result: error: 9223372036854775807 + 1 overflows a signed 64-bit integer"
   refute_output --partial "-9223372036854775808"
   wait_server 20
@@ -89,7 +89,7 @@ rnr_counts() {
 
 @test "a request of the wrong length is refused by the server, which tells the client why" {
   start_server ./lesson4 -p "$PORT" --timeout 20
-  run -1 ./lesson4 -p "$PORT" --timeout 20 -B 24 127.0.0.1 1 2
+  run -1 rx ./lesson4 -p "$PORT" --timeout 20 -B 24 127.0.0.1 1 2
   assert_line "result: error: the server refused the request: it was 24 bytes, not 16"
   wait_server 20
   [ "$SERVER_STATUS" -eq 1 ]
@@ -110,7 +110,7 @@ rnr_counts() {
     server_status="local length error (1, IBV_WC_LOC_LEN_ERR," client_status="remote invalid request error (9, IBV_WC_REM_INV_REQ_ERR,"
   fi
   start_server ./lesson4 -p "$PORT" --timeout 20
-  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 20 -B 100 127.0.0.1 1 2
+  run -1 --separate-stderr rx ./lesson4 -p "$PORT" --timeout 20 -B 100 127.0.0.1 1 2
   refute_line --partial "result: "
   assert_equal "${stderr_lines[0]%% vendor_err*}" "lesson4: the SEND of the request completed with status $client_status"
   wait_server 20
@@ -123,7 +123,7 @@ rnr_counts() {
 
 @test "a client whose server is not there gives up within its timeout, naming host and port" {
   local start=$SECONDS
-  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 2 127.0.0.1 1 2
+  run -1 --separate-stderr rx ./lesson4 -p "$PORT" --timeout 2 127.0.0.1 1 2
   [ $((SECONDS - start)) -le 6 ]
   [[ "$stderr" == *"could not connect to 127.0.0.1:$PORT within 2 s"* ]]
 }
@@ -169,49 +169,49 @@ rnr_counts() {
 
 @test "a client whose server answers with garbage exits with a clear error" {
   start_fake_server garbage
-  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
+  run -1 --separate-stderr rx ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
   [[ "$stderr" == *"127.0.0.1:$PORT sent a malformed exchange message: not a workbook peer (bad magic)"* ]]
 }
 
 @test "a client whose server accepts and then says nothing gives up after --timeout" {
   start_fake_server silent
   local start=$SECONDS
-  run -1 --separate-stderr ./lesson4 -p "$PORT" --timeout 2 127.0.0.1 1 2
+  run -1 --separate-stderr rx ./lesson4 -p "$PORT" --timeout 2 127.0.0.1 1 2
   [ $((SECONDS - start)) -le 8 ]
   [[ "$stderr" == *"127.0.0.1:$PORT sent nothing for 2 s"* ]]
 }
 
 @test "a number that is not a number is a one-line usage error" {
-  run -2 --separate-stderr ./lesson4 127.0.0.1 two 3
+  run -2 --separate-stderr rx ./lesson4 127.0.0.1 two 3
   [ "${#stderr_lines[@]}" -eq 1 ]
   assert_equal "$stderr" "lesson4: A: 'two' is not a whole number (see lesson4 -h)"
   [ -z "$output" ]
 }
 
 @test "a client without both numbers is a one-line usage error" {
-  run -2 --separate-stderr ./lesson4 127.0.0.1 5
+  run -2 --separate-stderr rx ./lesson4 127.0.0.1 5
   [ "${#stderr_lines[@]}" -eq 1 ]
   assert_equal "$stderr" "lesson4: a client needs HOST A B, got 2 arguments (see lesson4 -h)"
 }
 
 @test "a negative number before -- is a one-line usage error that says to use --" {
-  run -2 --separate-stderr ./lesson4 127.0.0.1 -3 5
+  run -2 --separate-stderr rx ./lesson4 127.0.0.1 -3 5
   [ "${#stderr_lines[@]}" -eq 1 ]
   [[ "$stderr" == *"put negative numbers after --"* ]]
 }
 
 @test "-B on a server, or a -B outside 0..128, is a one-line usage error" {
-  run -2 --separate-stderr ./lesson4 -B 16
+  run -2 --separate-stderr rx ./lesson4 -B 16
   assert_equal "$stderr" "lesson4: -B is a client option (see lesson4 -h)"
-  run -2 --separate-stderr ./lesson4 -B 129 127.0.0.1 1 2
+  run -2 --separate-stderr rx ./lesson4 -B 129 127.0.0.1 1 2
   assert_equal "$stderr" "lesson4: -B: '129' is out of range 0..128 (see lesson4 -h)"
-  run -2 --separate-stderr ./lesson4 -B many 127.0.0.1 1 2
+  run -2 --separate-stderr rx ./lesson4 -B many 127.0.0.1 1 2
   assert_equal "$stderr" "lesson4: -B: 'many' is not a whole number (see lesson4 -h)"
   assert_equal "$output" ""
 }
 
 @test "-h prints the usage with its defaults and exits 0" {
-  run -0 ./lesson4 -h
+  run -0 rx ./lesson4 -h
   assert_line --partial "lesson4 [options] HOST A B"
   assert_output --partial "(default: 18515)"
   assert_output --partial "(default: 30;"

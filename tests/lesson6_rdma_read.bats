@@ -27,7 +27,7 @@ assert_stderr_line() {
 @test "a client reads the server's default text, and the server sees no completion" {
   start_server ./lesson6 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
   assert_success
   assert_line 'result: read 30 bytes: "Hello from the server'"'"'s memory"'
   assert_line "client: completion IBV_WC_RDMA_READ, status success"
@@ -41,7 +41,7 @@ assert_stderr_line() {
 @test "a client reads the text given to the server with -m, quotes escaped" {
   start_server ./lesson6 -p "$PORT" --timeout 10 -m 'say "READ", twice'
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
   assert_success
   assert_line 'result: read 17 bytes: "say \"READ\", twice"'
   wait_server 15
@@ -51,7 +51,7 @@ assert_stderr_line() {
 @test "a client refuses to read a server text larger than its 4096-byte buffer" {
   start_server ./lesson6 -p "$PORT" --timeout 10 -m "$(printf 'x%.0s' {1..5000})"
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
   assert_failure 1
   refute_output --partial "result:"
   assert_equal "${stderr_lines[0]}" "lesson6: the server advertises 5000 bytes, more than this client's 4096-byte buffer: refusing to READ"
@@ -65,7 +65,7 @@ assert_stderr_line() {
 
 @test "a client refuses a fake server that advertises a huge buffer" {
   start_fake_server offer 6 0x7f0000001000 1000000
-  run --separate-stderr ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
   assert_failure 1
   assert_equal "${stderr_lines[0]}" "lesson6: the server advertises 1000000 bytes, more than this client's 4096-byte buffer: refusing to READ"
   refute_output --partial "result:"
@@ -73,14 +73,14 @@ assert_stderr_line() {
 
 @test "a client refuses a server of another lesson" {
   start_fake_server offer 7 0x7f0000001000 16
-  run --separate-stderr ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
   assert_failure 1
   assert_stderr_line 0 "runs lesson 7, this is lesson 6"
 }
 
 @test "a client gives up within its timeout when no server is there" {
   SECONDS=0
-  run --separate-stderr ./lesson6 -p "$PORT" --timeout 2 127.0.0.1
+  run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 2 127.0.0.1
   assert_failure 1
   [ "$SECONDS" -lt 10 ]
   assert_equal "${stderr_lines[0]%% within*}" "lesson6: could not connect to 127.0.0.1:$PORT"
@@ -90,7 +90,7 @@ assert_stderr_line() {
 @test "a client gives up within its timeout on a server that goes silent" {
   start_fake_server silent
   SECONDS=0
-  run --separate-stderr ./lesson6 -p "$PORT" --timeout 2 127.0.0.1
+  run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 2 127.0.0.1
   assert_failure 1
   [ "$SECONDS" -lt 10 ]
   assert_stderr_line 0 "sent nothing for 2 s"
@@ -98,7 +98,7 @@ assert_stderr_line() {
 
 @test "a client rejects a server that sends garbage" {
   start_fake_server garbage
-  run --separate-stderr ./lesson6 -p "$PORT" --timeout 5 127.0.0.1
+  run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 5 127.0.0.1
   assert_failure 1
   assert_stderr_line 0 "sent a malformed exchange message: not a workbook peer (bad magic)"
 }
@@ -137,26 +137,26 @@ assert_stderr_line() {
 }
 
 @test "-m on a client is a usage error on one line" {
-  run --separate-stderr ./lesson6 -m hello 127.0.0.1
+  run --separate-stderr rx ./lesson6 -m hello 127.0.0.1
   assert_failure 2
   assert_equal "${#stderr_lines[@]}" 1
   assert_equal "$stderr" "lesson6: -m is a server option; the client reads whatever the server exposes (see lesson6 -h)"
 }
 
 @test "an empty -m text, a second host and an unknown option are usage errors" {
-  run --separate-stderr ./lesson6 -m ''
+  run --separate-stderr rx ./lesson6 -m ''
   assert_failure 2
   assert_equal "$stderr" "lesson6: -m: the text must not be empty (see lesson6 -h)"
-  run --separate-stderr ./lesson6 hostA hostB
+  run --separate-stderr rx ./lesson6 hostA hostB
   assert_failure 2
   assert_equal "$stderr" "lesson6: expected at most one argument (HOST), got 2 (see lesson6 -h)"
-  run --separate-stderr ./lesson6 -x
+  run --separate-stderr rx ./lesson6 -x
   assert_failure 2
   assert_equal "$stderr" "lesson6: unknown option '-x' (see lesson6 -h)"
 }
 
 @test "-m longer than 64 KiB is a usage error; exactly 64 KiB is served" {
-  run --separate-stderr ./lesson6 -m "$(printf 'x%.0s' {1..65537})"
+  run --separate-stderr rx ./lesson6 -m "$(printf 'x%.0s' {1..65537})"
   assert_failure 2
   assert_equal "$stderr" "lesson6: -m: the text is 65537 bytes, at most 65536 allowed (see lesson6 -h)"
   assert_equal "$output" ""
@@ -170,7 +170,7 @@ assert_stderr_line() {
 }
 
 @test "-h prints the usage with every default and exits 0" {
-  run --separate-stderr ./lesson6 -h
+  run --separate-stderr rx ./lesson6 -h
   assert_success
   assert_line --partial "default: 18515"
   assert_line --partial "default: 30"

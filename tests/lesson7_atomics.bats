@@ -66,7 +66,7 @@ old_range() {
 @test "one client's five adds see 0 to 4, it takes and releases the lock, and the counter ends at 5" {
   start_server ./lesson7 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for client 1 of 1" 10
-  run --separate-stderr ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
   assert_success
   assert_line "result: fetch_and_add old values: 0 1 2 3 4; lock taken and released as id 1"
   assert_line "client: compare_and_swap lock 0 -> 1: old value 0, lock taken (attempt 1)"
@@ -169,7 +169,7 @@ old_range() {
 @test "-n sets how many adds a client makes" {
   start_server ./lesson7 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for client 1 of 1" 10
-  run --separate-stderr ./lesson7 -p "$PORT" --timeout 10 -n 2 127.0.0.1
+  run --separate-stderr rx ./lesson7 -p "$PORT" --timeout 10 -n 2 127.0.0.1
   assert_success
   assert_line "result: fetch_and_add old values: 0 1; lock taken and released as id 1"
   wait_server 15
@@ -182,7 +182,7 @@ old_range() {
   start_server ./lesson7 -c 2 -p "$PORT" --timeout 4
   wait_for_server_line "waiting for client 1 of 2" 10
   SECONDS=0
-  run --separate-stderr ./lesson7 -p "$PORT" --timeout 2 127.0.0.1
+  run --separate-stderr rx ./lesson7 -p "$PORT" --timeout 2 127.0.0.1
   assert_failure 1
   [ "$SECONDS" -lt 10 ]
   assert_line "client: waiting for the server's GO (it starts all its clients together)"
@@ -196,7 +196,7 @@ old_range() {
 
 @test "a client refuses a fake server whose words are not 8-byte aligned" {
   start_fake_server offer 7 0x7f0000001004 16
-  run --separate-stderr ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
   assert_failure 1
   assert_equal "${stderr_lines[0]}" "lesson7: the server's words are not 8-byte aligned; atomics need 8-byte alignment"
   refute_output --partial "fetch_and_add #"
@@ -204,14 +204,14 @@ old_range() {
 
 @test "a client refuses a fake server that offers fewer than the 16 bytes of counter and lock" {
   start_fake_server offer 7 0x7f0000001000 8
-  run --separate-stderr ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
+  run --separate-stderr rx ./lesson7 -p "$PORT" --timeout 10 127.0.0.1
   assert_failure 1
   assert_equal "${stderr_lines[0]}" "lesson7: the server offers 8 bytes; the counter and lock word need 16"
 }
 
 @test "a client gives up within its timeout when no server is there" {
   SECONDS=0
-  run --separate-stderr ./lesson7 -p "$PORT" --timeout 2 127.0.0.1
+  run --separate-stderr rx ./lesson7 -p "$PORT" --timeout 2 127.0.0.1
   assert_failure 1
   [ "$SECONDS" -lt 10 ]
   assert_equal "${stderr_lines[0]%% within*}" "lesson7: could not connect to 127.0.0.1:$PORT"
@@ -219,7 +219,7 @@ old_range() {
 
 @test "a client rejects a server that sends garbage" {
   start_fake_server garbage
-  run --separate-stderr ./lesson7 -p "$PORT" --timeout 5 127.0.0.1
+  run --separate-stderr rx ./lesson7 -p "$PORT" --timeout 5 127.0.0.1
   assert_failure 1
   assert_stderr_line 0 "sent a malformed exchange message: not a workbook peer (bad magic)"
 }
@@ -250,25 +250,25 @@ old_range() {
 }
 
 @test "-c on a client and -n on a server are usage errors on one line" {
-  run --separate-stderr ./lesson7 -c 2 127.0.0.1
+  run --separate-stderr rx ./lesson7 -c 2 127.0.0.1
   assert_failure 2
   assert_equal "$stderr" "lesson7: -c is a server option (./lesson7 -c CLIENTS) (see lesson7 -h)"
-  run --separate-stderr ./lesson7 -n 3
+  run --separate-stderr rx ./lesson7 -n 3
   assert_failure 2
   assert_equal "$stderr" "lesson7: -n is a client option (./lesson7 HOST -n N) (see lesson7 -h)"
 }
 
 @test "a zero or non-numeric count is a usage error naming the value" {
-  run --separate-stderr ./lesson7 -n 0 127.0.0.1
+  run --separate-stderr rx ./lesson7 -n 0 127.0.0.1
   assert_failure 2
   assert_equal "$stderr" "lesson7: -n: '0' is out of range 1..1000000 (see lesson7 -h)"
-  run --separate-stderr ./lesson7 -c two
+  run --separate-stderr rx ./lesson7 -c two
   assert_failure 2
   assert_equal "$stderr" "lesson7: -c: 'two' is not a whole number (see lesson7 -h)"
 }
 
 @test "-h prints the usage with every default and exits 0" {
-  run --separate-stderr ./lesson7 -h
+  run --separate-stderr rx ./lesson7 -h
   assert_success
   assert_line --partial "how many clients to serve at once (default: 1)"
   assert_line --partial "how many FETCH_AND_ADDs to do (default: 5)"

@@ -22,7 +22,7 @@ FAKE_PEER=(/usr/bin/python3 -I -S "$BATS_TEST_DIRNAME/helpers/fake_peer.py")
 
 # The IPv4 address in this port's RoCE v2 GID (::ffff:a.b.c.d).
 roce_ipv4() {
-  ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *[0-9]*\]:\t*::ffff:\([0-9.]*\), RoCE v2$/\1/p' | head -n 1
+  rx ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *[0-9]*\]:\t*::ffff:\([0-9.]*\), RoCE v2$/\1/p' | head -n 1
 }
 
 # A fake server on $PORT: start_fake_server MODE (fake_peer.py: rtr, rtr-close).
@@ -39,7 +39,7 @@ counts_of() {
 @test "one request: the client prints the sum and the server says it served one request" {
   start_server ./lesson8 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson8 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 10 127.0.0.1 2 3
   assert_success
   assert_line "result: 2 + 3 = 5"
   assert_line --regexp '^events: [1-2], completions: 2, empty events: [0-9]+$'
@@ -54,7 +54,7 @@ counts_of() {
 @test "COUNT requests make 2 x COUNT completions on each side, in no more events than completions" {
   start_server ./lesson8 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson8 -p "$PORT" --timeout 10 -n 8 127.0.0.1 20 22
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 10 -n 8 127.0.0.1 20 22
   assert_success
   assert_line "result: 20 + 22 = 42"
   assert_line "client: sent 8 requests: 20 + 22"
@@ -75,7 +75,7 @@ counts_of() {
 @test "every event the client counts is narrated with the completions it drained" {
   start_server ./lesson8 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson8 -p "$PORT" --timeout 10 -n 3 127.0.0.1 1 1
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 10 -n 3 127.0.0.1 1 1
   assert_success
   echo "$output" >"$BATS_TEST_TMPDIR/client.out"
   read -r events completions empty < <(counts_of "$BATS_TEST_TMPDIR/client.out")
@@ -94,7 +94,7 @@ counts_of() {
 @test "negative numbers after -- are added" {
   start_server ./lesson8 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson8 -p "$PORT" --timeout 10 -n 2 127.0.0.1 -- -7 3
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 10 -n 2 127.0.0.1 -- -7 3
   assert_success
   assert_line "result: -7 + 3 = -4"
   wait_server 15
@@ -104,7 +104,7 @@ counts_of() {
 @test "a sum that overflows int64 is an error on both sides" {
   start_server ./lesson8 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  run --separate-stderr ./lesson8 -p "$PORT" --timeout 10 127.0.0.1 9223372036854775807 1
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 10 127.0.0.1 9223372036854775807 1
   assert_failure 1
   assert_line "result: error: 9223372036854775807 + 1 overflows a signed 64-bit integer"
   wait_server 15
@@ -116,7 +116,7 @@ counts_of() {
 
 @test "a client with no server gives up within its --timeout, saying what to check" {
   SECONDS=0
-  run --separate-stderr ./lesson8 -p "$PORT" --timeout 2 127.0.0.1 2 3
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 2 127.0.0.1 2 3
   assert_failure 1
   (( SECONDS < 10 ))
   assert_equal "$(grep -c 'could not connect to 127.0.0.1' <<<"$stderr")" 1
@@ -147,7 +147,7 @@ counts_of() {
   start_server build/tests/silent_server -l 8 -p "$PORT" --timeout 8
   wait_for_server_line "silent_server: waiting for a client" 10
   SECONDS=0
-  run --separate-stderr ./lesson8 -p "$PORT" --timeout 3 127.0.0.1 2 3
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 3 127.0.0.1 2 3
   assert_failure 1
   ((SECONDS < 10))
   assert_line --regexp "^client: peer 127\.0\.0\.1:$PORT is QP 0x[0-9a-f]+$"
@@ -167,7 +167,7 @@ counts_of() {
   # reports the SEND's own status, 12, instead of waiting out --timeout.
   start_fake_server rtr-close
   SECONDS=0
-  run --separate-stderr ./lesson8 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 10 127.0.0.1 2 3
   assert_failure 1
   ((SECONDS < 5)) # the closed connection and 7 tries of 67 ms, not the 10 s timeout
   assert_line "client: sent 1 request: 2 + 3"
@@ -181,7 +181,7 @@ counts_of() {
   start_server ./lesson8 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
   # Lesson 8 has no -B: the probe is lesson 4's client, claiming lesson 8.
-  run --separate-stderr build/tests/sum_client -l 8 -B 24 -p "$PORT" --timeout 10 127.0.0.1 1 2
+  run --separate-stderr rx build/tests/sum_client -l 8 -B 24 -p "$PORT" --timeout 10 127.0.0.1 1 2
   assert_failure 1
   assert_line "sum_client: completion IBV_WC_RECV, 16 bytes"
   assert_line "result: error: the server refused the request (status 2): it was 24 bytes, not 16"
@@ -194,7 +194,7 @@ counts_of() {
 }
 
 @test "-h prints the usage with the -n default and exits 0" {
-  run --separate-stderr ./lesson8 -h
+  run --separate-stderr rx ./lesson8 -h
   assert_success
   assert_line --regexp '^  -n, --count=COUNT +client: send COUNT requests at once, 1\.\.64 \(default: 1\)$'
   assert_line --regexp '^  -p, --port=PORT +TCP port of the out-of-band exchange \(default: 18515\)$'
@@ -202,16 +202,16 @@ counts_of() {
 }
 
 @test "misuse prints one line on stderr and exits 2" {
-  run --separate-stderr ./lesson8 -n 3
+  run --separate-stderr rx ./lesson8 -n 3
   assert_failure 2
   assert_equal "$stderr" "lesson8: -n is a client option (see lesson8 -h)"
-  run --separate-stderr ./lesson8 -n 65 127.0.0.1 2 3
+  run --separate-stderr rx ./lesson8 -n 65 127.0.0.1 2 3
   assert_failure 2
   assert_equal "$stderr" "lesson8: -n: '65' is out of range 1..64 (see lesson8 -h)"
-  run --separate-stderr ./lesson8 127.0.0.1 2
+  run --separate-stderr rx ./lesson8 127.0.0.1 2
   assert_failure 2
   assert_equal "$stderr" "lesson8: a client needs HOST A B, got 2 arguments (see lesson8 -h)"
-  run --separate-stderr ./lesson8 127.0.0.1 2 three
+  run --separate-stderr rx ./lesson8 127.0.0.1 2 three
   assert_failure 2
   assert_equal "$stderr" "lesson8: B: 'three' is not a whole number (see lesson8 -h)"
 }

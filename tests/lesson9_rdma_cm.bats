@@ -13,7 +13,7 @@ bats_require_minimum_version 1.5.0
 setup() {
   load helpers/lesson
   lesson_setup
-  RDMA_NETDEV=$(rdma link show "$RDMA_DEV/1" | sed -n 's/.*netdev \([^ ]*\).*/\1/p')
+  RDMA_NETDEV=$(rx rdma link show "$RDMA_DEV/1" | sed -n 's/.*netdev \([^ ]*\).*/\1/p')
   RDMA_IP=$(ip -4 -o addr show dev "$RDMA_NETDEV" | awk '{ sub("/.*", "", $4); print $4; exit }')
   [[ -n "$RDMA_IP" ]] || fail "no IPv4 address on $RDMA_NETDEV, the netdev under $RDMA_DEV"
 }
@@ -27,7 +27,7 @@ qp_after() {
 @test "a client gets the sum, and both sides see the connection established and disconnected" {
   start_server ./lesson9 -p "$PORT" --timeout 10
   wait_for_server_line "listening on" 10
-  run --separate-stderr ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" 2 3
+  run --separate-stderr rx ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" 2 3
   assert_success
   assert_line "result: 2 + 3 = 5"
   assert_equal "$(grep '^cm event:' <<<"$output" | tr '\n' ' ')" \
@@ -46,7 +46,7 @@ qp_after() {
 @test "the QP numbers each side prints are the ones the other side created" {
   start_server ./lesson9 -p "$PORT" --timeout 10 -b "$RDMA_IP"
   wait_for_server_line "listening on $RDMA_IP" 10
-  run --separate-stderr ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" -- -7 3
+  run --separate-stderr rx ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" -- -7 3
   assert_success
   assert_line "result: -7 + 3 = -4"
   local client_sees server_sees
@@ -64,7 +64,7 @@ qp_after() {
 @test "a sum that overflows int64 is an error on both sides" {
   start_server ./lesson9 -p "$PORT" --timeout 10
   wait_for_server_line "listening on" 10
-  run --separate-stderr ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" -- -9223372036854775808 -1
+  run --separate-stderr rx ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" -- -9223372036854775808 -1
   assert_failure 1
   assert_line "result: error: -9223372036854775808 + -1 overflows a signed 64-bit integer"
   wait_server 15
@@ -76,7 +76,7 @@ qp_after() {
 @test "a request of the wrong length (-B 8) is refused by the server, and both sides still disconnect" {
   start_server ./lesson9 -p "$PORT" --timeout 10
   wait_for_server_line "listening on" 10
-  run --separate-stderr ./lesson9 -p "$PORT" --timeout 10 -B 8 "$RDMA_IP" 2 3
+  run --separate-stderr rx ./lesson9 -p "$PORT" --timeout 10 -B 8 "$RDMA_IP" 2 3
   assert_failure 1
   assert_line "cm event: RDMA_CM_EVENT_DISCONNECTED"
   assert_line "result: error: the server refused the request: it was 8 bytes, not 16"
@@ -89,7 +89,7 @@ qp_after() {
 
 @test "a client with no server is refused at once (reject reason 8) and ends" {
   SECONDS=0
-  run --separate-stderr ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" 2 3
+  run --separate-stderr rx ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" 2 3
   assert_failure 1
   ((SECONDS < 5)) || fail "the refused client took ${SECONDS} s"
   assert_line "cm event: RDMA_CM_EVENT_REJECTED"
@@ -99,7 +99,7 @@ lesson9: check: is the server running there, listening (its \"listening\" line) 
 }
 
 @test "a loopback HOST fails at the route step, before the client claims any route" {
-  run --separate-stderr ./lesson9 -p "$PORT" --timeout 5 127.0.0.1 2 3
+  run --separate-stderr rx ./lesson9 -p "$PORT" --timeout 5 127.0.0.1 2 3
   assert_failure 1
   assert_line "cm event: RDMA_CM_EVENT_ADDR_RESOLVED"
   refute_line --partial "ROUTE_RESOLVED"
@@ -114,7 +114,7 @@ lesson9: check: is the server running there, listening (its \"listening\" line) 
   [[ -n "$ll" ]] || fail "no IPv6 link-local address on $RDMA_NETDEV"
   start_server ./lesson9 -p "$PORT" --timeout 10
   wait_for_server_line "listening on ::" 10
-  run --separate-stderr ./lesson9 -p "$PORT" --timeout 10 "$ll%$RDMA_NETDEV" 4 5
+  run --separate-stderr rx ./lesson9 -p "$PORT" --timeout 10 "$ll%$RDMA_NETDEV" 4 5
   assert_success
   assert_line "client: rdma_cm chose $RDMA_DEV port 1, GID $ll, to reach $ll%$RDMA_NETDEV"
   assert_line "result: 4 + 5 = 9"
@@ -126,7 +126,7 @@ lesson9: check: is the server running there, listening (its \"listening\" line) 
 }
 
 @test "a client's -d naming another device than rdma_cm chose fails before connecting" {
-  run --separate-stderr ./lesson9 -d nosuchdev -p "$PORT" --timeout 5 "$RDMA_IP" 2 3
+  run --separate-stderr rx ./lesson9 -d nosuchdev -p "$PORT" --timeout 5 "$RDMA_IP" 2 3
   assert_failure 1
   refute_line --partial "posted a"
   assert_equal "$stderr" "lesson9: rdma_cm chose $RDMA_DEV, not nosuchdev (-d)
@@ -136,7 +136,7 @@ lesson9: check: drop -d, or give a HOST that nosuchdev reaches"
 @test "a server's -d naming another device fails on the connect request, and the client is rejected" {
   start_server ./lesson9 -d nosuchdev -p "$PORT" --timeout 10
   wait_for_server_line "listening on" 10
-  run --separate-stderr ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" 2 3
+  run --separate-stderr rx ./lesson9 -p "$PORT" --timeout 10 "$RDMA_IP" 2 3
   assert_failure 1
   assert_line "cm event: RDMA_CM_EVENT_REJECTED"
   refute_line --partial "result:"
@@ -147,7 +147,7 @@ lesson9: check: drop -d, or give a HOST that nosuchdev reaches"
 }
 
 @test "-h says -p is an RDMA CM port, that -i and -g are not taken, and lists -b and -B with their defaults" {
-  run ./lesson9 -h
+  run rx ./lesson9 -h
   assert_success
   assert_line "  -i, -g                not taken: rdma_cm picks the port and GID from the IP address"
   refute_line --partial "--gid-idx"
@@ -160,25 +160,25 @@ lesson9: check: drop -d, or give a HOST that nosuchdev reaches"
 }
 
 @test "misuse prints one line on stderr and exits 2" {
-  run --separate-stderr ./lesson9 -g 1
+  run --separate-stderr rx ./lesson9 -g 1
   assert_failure 2
   assert_equal "$stderr" "lesson9: -g does not apply: rdma_cm picks the port and GID from the IP address (see lesson9 -h)"
-  run --separate-stderr ./lesson9 -i 2
+  run --separate-stderr rx ./lesson9 -i 2
   assert_failure 2
   assert_equal "$stderr" "lesson9: -i does not apply: rdma_cm picks the port and GID from the IP address (see lesson9 -h)"
-  run --separate-stderr ./lesson9 -b 192.0.2.1 192.0.2.1 2 3
+  run --separate-stderr rx ./lesson9 -b 192.0.2.1 192.0.2.1 2 3
   assert_failure 2
   assert_equal "$stderr" "lesson9: -b is a server option (see lesson9 -h)"
-  run --separate-stderr ./lesson9 -B 8
+  run --separate-stderr rx ./lesson9 -B 8
   assert_failure 2
   assert_equal "$stderr" "lesson9: -B is a client option (see lesson9 -h)"
-  run --separate-stderr ./lesson9 -b not-an-address
+  run --separate-stderr rx ./lesson9 -b not-an-address
   assert_failure 2
   assert_equal "$stderr" "lesson9: -b: 'not-an-address' is not an IPv4 or IPv6 address (see lesson9 -h)"
-  run --separate-stderr ./lesson9 localhost 2 3
+  run --separate-stderr rx ./lesson9 localhost 2 3
   assert_failure 2
   assert_equal "$stderr" "lesson9: HOST: 'localhost' is not an IPv4 or IPv6 address (see lesson9 -h)"
-  run --separate-stderr ./lesson9 192.0.2.1 2
+  run --separate-stderr rx ./lesson9 192.0.2.1 2
   assert_failure 2
   assert_equal "$stderr" "lesson9: a client needs HOST A B, got 2 arguments (see lesson9 -h)"
 }

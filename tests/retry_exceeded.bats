@@ -78,7 +78,7 @@ die_after_go() {
 }
 
 @test "lesson 3 shows that rxe accepts a retry_cnt of 8, past the spec's 3 bits, and reads it back" {
-  run --separate-stderr ./lesson3
+  run --separate-stderr rx ./lesson3
   assert_success
   assert_line "  retry_cnt 8 on a spare QP C, one past the spec's 3 bits (0..7)"
   assert_line "    -> accepted, and ibv_query_qp reads back retry_cnt 8: this device does not check the range"

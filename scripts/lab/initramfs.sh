@@ -4,7 +4,7 @@
 
 # Modules the guest needs, by name; the initramfs gets them and their
 # dependencies. 9p over virtio reaches the host's root; the rest is RDMA.
-readonly GUEST_MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_net dummy
+readonly GUEST_MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_net dummy virtio_console
     crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm rdma_cm ib_cm iw_cm"
 
 # The initramfs's /init: load what reaching the per-run share needs, then

@@ -20,6 +20,16 @@ guest_clock_args() {
   printf 'tsc_early_khz=%d tsc=reliable clocksource=tsc' "$(awk -v m="$mhz" 'BEGIN { printf "%d", m * 1000 }')"
 }
 
+# guest_cpus: the guest's vCPUs: LAB_CPUS, else LAB_DEFAULT_CPUS (each
+# command sets its own), else 1; never more than this host's cores.
+guest_cpus() {
+  local cores want=${LAB_CPUS:-${LAB_DEFAULT_CPUS:-1}}
+  cores=$(nproc 2>/dev/null || echo 1)
+  [[ $want =~ ^[1-9][0-9]*$ ]] || misuse "LAB_CPUS needs a number of vCPUs, not '$want'"
+  ((want <= cores)) || want=$cores
+  echo "$want"
+}
+
 # qemu_base_args LAB ROLE RUNDIR: the qemu arguments every guest shares,
 # NUL-separated (read them with mapfile -d ''). LAB is prepare_lab's three
 # lines; ROLE is a or b; RUNDIR/share is the per-run share.
@@ -30,7 +40,7 @@ qemu_base_args() {
   mapfile -d '' -t accel_words < <(accel_args "$accel")
   args=(
     -nodefaults -no-user-config -display none -no-reboot
-    "${accel_words[@]}" -m 1024M -kernel "$kernel" -initrd "$initramfs"
+    "${accel_words[@]}" -smp "$(guest_cpus)" -m 1024M -kernel "$kernel" -initrd "$initramfs"
     # quiet: the console is a slow serial port. acpi=off: skips ACPI
     # table parsing and IRQ link setup (-0.4 s), nothing here needs it.
     # panic=-1 reboot=t: a panic or a reboot ends qemu at once.

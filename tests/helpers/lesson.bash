@@ -37,19 +37,48 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
 # runs against the device or the lessons' network (a lesson, a fake peer,
 # ibv_devinfo, rdma, a read of /sys/class/infiniband, a /dev/tcp client)
 # goes through rx, start_server or start_helper; the assertions stay here.
-# Files under $BATS_TEST_TMPDIR are seen at the same path on both sides.
-# RX is the prefix that gets it there (empty: this very machine).
+# RX is the prefix that gets it there: nothing on a host whose kernel has an
+# RDMA device; `scripts/lab.sh exec` into the lab that stays up otherwise
+# (tests/run.sh brings one up). There, files under $BATS_TEST_TMPDIR are
+# seen at the same path on both sides (tests/run.sh puts TMPDIR in the
+# lab's xfer folder), and killing the PID that start_server recorded kills
+# the server in the guest. No test may depend on which of the two it got.
 RX=()
 rx() { "${RX[@]}" "$@"; }
 rx_sh() { rx bash -c "$@"; }
 
+# Where the device is: on this host, or in the lab (then RX is set). On
+# failure RX_WHY says why. tests/run.sh, which has brought the lab up,
+# exports LAB_XFER; without it, ask the lab.
+rx_where() {
+  if compgen -G '/sys/class/infiniband/*' >/dev/null; then
+    RX=()
+    return 0
+  fi
+  local xfer=${LAB_XFER:-}
+  if [[ -z $xfer ]]; then
+    if ! "$REPO_ROOT/scripts/lab.sh" status >/dev/null 2>&1; then
+      RX_WHY="no RDMA device here and no lab up: run this suite with 'make check', or 'scripts/lab.sh up' first"
+      return 1
+    fi
+    xfer=$("$REPO_ROOT/scripts/lab.sh" xfer)
+  fi
+  if [[ $BATS_TEST_TMPDIR != "$xfer"/* ]]; then
+    RX_WHY="the lab cannot see $BATS_TEST_TMPDIR: run Bats with TMPDIR=$xfer (tests/run.sh does)"
+    return 1
+  fi
+  # Each command is bounded in the guest too; Bats' own timeout ends the
+  # client, and with it the command.
+  RX=("$REPO_ROOT/scripts/lab.sh" exec --timeout "${BATS_TEST_TIMEOUT:-120}" --)
+}
+
 lesson_setup() {
   cd "$REPO_ROOT" || return 1
-  if ! compgen -G '/sys/class/infiniband/*' >/dev/null; then
-    fail "no RDMA device here: run this suite with 'make check' or 'scripts/lab.sh run -- bats $BATS_TEST_FILENAME'"
-  fi
-  # The first device, as the lessons pick it when -d is not given.
-  RDMA_DEV=$(ibv_devices | awk 'NR > 2 { print $1; exit }')
+  rx_where || fail "$RX_WHY"
+  # The first device, as the lessons pick it when -d is not given
+  # (tests/run.sh finds it once for every file).
+  [[ -n ${RDMA_DEV:-} ]] || RDMA_DEV=$(rx ibv_devices | awk 'NR > 2 { print $1; exit }')
+  [[ -n $RDMA_DEV ]] || fail "ibv_devices lists no RDMA device"
   PORT=$(test_port) || return 1
   SERVER_PID=
   HELPER_PIDS=()

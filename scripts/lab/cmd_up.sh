@@ -1,0 +1,139 @@
+# shellcheck shell=bash
+# lab/cmd_up.sh: `lab.sh up`, `exec`, `status`, `down`: a lab guest that
+# stays up (part of scripts/lab.sh; sourced, never run).
+#
+# One lab per checkout: its folder, STATE = the cache's up/<hash of the
+# checkout's path>, holds qemu's arguments, the console log, the guest
+# agent's socket (qga.sock) and the supervisor's (exec.sock), and xfer/, the
+# one host folder the guest may write (tests keep their temporary files
+# there, so both sides see them at the same path). lab/agent.py is the
+# supervisor and the client; see its header.
+
+# up_state_dir: this checkout's lab folder.
+up_state_dir() {
+  echo "$(cache_dir)/up/$(printf '%s' "$CHECKOUT" | sha256sum | cut -c1-12)"
+}
+
+# agent CMD ARGS...: lab/agent.py with Debian's own python3, isolated (a
+# version manager's python3 first on PATH costs seconds and may lack asyncio).
+agent() {
+  "$(agent_python)" -I -S "$SELF_DIR/lab/agent.py" "$@"
+}
+agent_python() {
+  if [[ -x /usr/bin/python3 ]]; then echo /usr/bin/python3; else echo python3; fi
+}
+
+# parse_idle: LAB_IDLE (seconds a lab nobody uses stays up), default 1800.
+parse_idle() {
+  local idle=${LAB_IDLE:-1800}
+  [[ $idle =~ ^[1-9][0-9]*$ ]] || misuse "LAB_IDLE needs a number of seconds, not '$idle'"
+  echo "$idle"
+}
+
+cmd_up() {
+  [[ $# -eq 0 ]] || misuse "up takes no arguments"
+  local state idle lab kernel args
+  export LAB_DEFAULT_CPUS=${LAB_DEFAULT_CPUS:-2}
+  idle=$(parse_idle)
+  state=$(up_state_dir)
+  mkdir -p "$state"
+  chmod 700 "$state"
+  # One `up` at a time per checkout: a second one waits, then finds it up.
+  exec 8>"$state.lock"
+  flock 8
+  if agent status "$state" >/dev/null; then
+    echo "lab.sh: a lab is already up for $CHECKOUT: $(agent status "$state")" >&2
+    return 0
+  fi
+  check_host
+  command -v qemu-ga >/dev/null ||
+    fail "qemu-ga not found: run scripts/install_deps.sh (package qemu-guest-agent)"
+  [[ ${#state} -lt 90 ]] || fail "lab folder path too long for a socket ($state): set XDG_CACHE_HOME=/tmp/cache"
+  lab=$(prepare_lab)
+  kernel=$(head -n 1 <<<"$lab")
+  rm -rf "$state/share" "$state/xfer" "$state"/{console.log,qemu.log,agent.log,stopped,qga.sock,exec.sock}
+  mkdir -p "$state/share" "$state/xfer"
+  chmod 1777 "$state/xfer"
+  write_guest_files "$state/share" a up dummy0 192.0.2.1/24 ""
+  printf 'XFER=%q\n' "$state/xfer" >>"$state/share/a.conf"
+  mapfile -d '' -t args < <(qemu_base_args "$lab" a "$state")
+  # shellcheck disable=SC2054 # qemu's options are comma-separated lists
+  args=(qemu-system-x86_64 "${args[@]}"
+    -nic none
+    -serial "file:$state/console.log"
+    # The guest's writable share: xfer/, seen at the same path.
+    -virtfs "local,path=$state/xfer,mount_tag=labxfer,security_model=none"
+    # qemu-ga's port: the guest agent's requests and answers.
+    -device virtio-serial-pci
+    -chardev "socket,id=qga,path=$state/qga.sock,server=on,wait=off"
+    -device virtserialport,chardev=qga,name=org.qemu.guest_agent.0
+  )
+  printf '%s\0' "${args[@]}" >"$state/qemu.args"
+  : >"$state/console.log"
+  echo "lab.sh: booting a lab that stays up ($(basename "$(dirname "$kernel")"), $(guest_cpus) vCPU); it stops after $idle s unused, or with scripts/lab.sh down" >&2
+  agent up "$state" "$idle" 8>&- || exit "$STATUS_LAB_FAILED"
+  echo "lab.sh: up; run commands in it with scripts/lab.sh exec -- CMD" >&2
+}
+
+cmd_exec() {
+  local timeout=600
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --timeout)
+        timeout=$(parse_timeout "${2:-}")
+        shift 2
+        ;;
+      --)
+        shift
+        break
+        ;;
+      *) misuse "exec: unknown option '$1' (the command goes after --)" ;;
+    esac
+  done
+  [[ $# -gt 0 ]] || misuse "exec: no command (scripts/lab.sh exec -- CMD [ARGS...])"
+  local state
+  state=$(up_state_dir)
+  exec 8>&- 9>&-
+  # exec: the PID of `lab.sh exec` is the client's own, so that a signal
+  # sent to it reaches the command in the guest (the client passes it on).
+  exec "$(agent_python)" -I -S "$SELF_DIR/lab/agent.py" exec "$state" "$timeout" "$(exec_workdir "$state")" -- "$@"
+}
+
+# exec_workdir STATE: the guest's working folder for exec: the current one
+# if the guest sees it (inside the checkout or xfer/), else the checkout's top.
+exec_workdir() {
+  local here
+  here=$(pwd -P)
+  case "$here/" in
+    "$1/xfer"/*) echo "$here" ;;
+    *) guest_workdir ;;
+  esac
+}
+
+cmd_status() {
+  [[ $# -eq 0 ]] || misuse "status takes no arguments"
+  agent status "$(up_state_dir)"
+}
+
+cmd_down() {
+  [[ $# -eq 0 ]] || misuse "down takes no arguments"
+  local state
+  state=$(up_state_dir)
+  mkdir -p "$state"
+  exec 8>"$state.lock"
+  flock 8
+  if agent status "$state" >/dev/null; then
+    agent down "$state"
+    echo "lab.sh: down" >&2
+  else
+    agent down "$state"
+    echo "lab.sh: no lab was up" >&2
+  fi
+}
+
+# cmd_xfer: the path of the folder the lab guest and the host both see (and
+# the guest may write), for TMPDIR.
+cmd_xfer() {
+  [[ $# -eq 0 ]] || misuse "xfer takes no arguments"
+  echo "$(up_state_dir)/xfer"
+}
