@@ -110,7 +110,7 @@ if ((${#runnable[@]})); then
     # The list lives in the checkout's build/ folder: the guest sees the checkout, not this host's /tmp.
     mkdir -p build/exercises
     cp "$list" build/exercises/graded.list
-    scripts/lab.sh run -- scripts/grade-run.sh build/exercises/graded.list | tee "$out"
+    scripts/lab.sh exec --up -- scripts/grade-run.sh build/exercises/graded.list | tee "$out"
   fi
   passed=$(grep -c '^PASS ' "$out")
   failed=$((failed + ${#runnable[@]} - passed))

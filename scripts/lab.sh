@@ -11,6 +11,11 @@
 #   scripts/lab.sh shell
 #   scripts/lab.sh pair [--pcap FILE] [--timeout SECS] [--ready TEXT] --a 'CMD' --b 'CMD'
 #   scripts/lab.sh fetch
+#   scripts/lab.sh up
+#   scripts/lab.sh exec [--timeout SECS] [--up] -- CMD [ARGS...]
+#   scripts/lab.sh status
+#   scripts/lab.sh down
+#   scripts/lab.sh xfer
 #   scripts/lab.sh -h
 #
 #   run    boot a guest (no NIC; rxe0 on dummy0 = 192.0.2.1/24), run CMD there
@@ -29,12 +34,30 @@
 #   fetch  download and unpack the kernel, build the initramfs (run, shell
 #          and pair do this on demand). Cache:
 #          ${XDG_CACHE_HOME:-$HOME/.cache}/rdma-workbook/lab/
+#   up     boot a guest that stays up (rxe0 on dummy0 = 192.0.2.1/24, as run's)
+#          and return once it is ready; one per checkout. Already up: says
+#          so and succeeds. It stops by itself after LAB_IDLE seconds with
+#          no command running (default 1800), or with down.
+#   exec   run CMD in the lab that is up, with cwd as for run; its stdout and
+#          stderr kept apart, its exit status passed through; several at
+#          once (a server in the background and its client). A signal to
+#          exec reaches CMD. Default timeout 600 s: then CMD is killed in
+#          the guest and exec exits 124. --up: with no lab up, bring one up
+#          for CMD alone and take it down after. Exit 125 when no lab is up
+#          or the guest died (it says which).
+#   status say whether a lab is up (exit 0) or not (exit 3), and why not.
+#   down   stop the lab; no qemu process is left. Nothing up: succeeds.
+#   xfer   print the folder the lab's guest may write, seen at the same path
+#          on both sides (tests/run.sh puts Bats' TMPDIR there).
 #
 # Inside the guest: LAB=1, PATH, TERM, HOME=/tmp/home (a tmpfs), and in pair
 # mode LAB_ROLE (a|b), LAB_ADDR and LAB_PEER_ADDR; plus every variable named
 # in LAB_ENV (space-separated names), e.g. LAB_ENV="BATS_LIB_PATH CFLAGS".
 #
-# Environment: LAB_ACCEL=tcg|kvm forces the accelerator (default: kvm only if
+# Environment: LAB_CPUS sets the guest's vCPUs (default 2 for up, capped
+# at this host's cores, 1 for run, shell and pair); LAB_IDLE (seconds) the
+# idle stop of up; LAB_UP_DIR the folder of the lab that stays up (default:
+# one per checkout in the cache). LAB_ACCEL=tcg|kvm forces the accelerator (default: kvm only if
 # a probe boot shows it works here, remembered in the cache). LAB_KEEP=1
 # keeps the per-run folder (console log) in $TMPDIR. LAB_KERNEL_ARGS adds to
 # the guest kernel's command line (e.g. loglevel=7 to watch it boot).
@@ -48,7 +71,9 @@
 #   accel.sh      KVM or TCG
 #   qemu.sh       qemu's command line, a guest's start, its exit status
 #   rundir.sh     the per-run folder and the files the guest reads there
-#   cmd_run.sh, cmd_shell.sh, cmd_pair.sh, cmd_fetch.sh: the subcommands
+#   cmd_run.sh, cmd_shell.sh, cmd_pair.sh, cmd_fetch.sh, cmd_up.sh (up,
+#                 exec, status, down, xfer): the subcommands
+#   agent.py      up's supervisor and exec's client (qemu's guest agent)
 # They pass values as arguments and on stdout; the only globals are the
 # constants set here.
 

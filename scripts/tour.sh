@@ -35,7 +35,7 @@ done
 
 if ! compgen -G '/sys/class/infiniband/*' >/dev/null; then
   echo "tour: this host has no RDMA device; running the tour in the Soft-RoCE lab (scripts/lab.sh)"
-  exec scripts/lab.sh run -- scripts/tour.sh "${lessons[@]}"
+  exec scripts/lab.sh exec --up -- scripts/tour.sh "${lessons[@]}"
 fi
 
 # rdma_cm (lesson 9) addresses the server by the IP of the netdev under the

@@ -162,10 +162,8 @@ between() {
 @test "a server whose client names a scenario it does not know exits 1 naming it" {
   start_server ./lesson10 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  exec 5<>"/dev/tcp/127.0.0.1/$PORT"
-  printf 'bogus\0\0\0\0\0\0\0\0\0\0\0' >&5
+  tcp_client bogus "printf 'bogus\0\0\0\0\0\0\0\0\0\0\0' >&5"
   wait_server 10
-  exec 5>&-
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
   assert_line --regexp 'asked for scenario "bogus", which this server does not know$'

@@ -11,9 +11,9 @@ teardown() { lesson_teardown; }
 
 # A port counter of the device (rxe's hw_counters), e.g. rcvd_pkts.
 counter() {
-  local file="/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1"
-  [[ -r $file ]] || fail "$RDMA_DEV has no counter $1 in ${file%/*} (rxe has it)"
-  echo "$(<"$file")"
+  local file="/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1" value
+  value=$(rx cat "$file") || fail "$RDMA_DEV has no counter $1 in ${file%/*} (rxe has it)"
+  echo "$value"
 }
 
 # A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.

@@ -12,7 +12,7 @@ teardown() { lesson_teardown; }
 
 # A port counter of the device (hw_counters), e.g. send_rnr_err.
 counter() {
-  cat "/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1"
+  rx cat "/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1"
 }
 
 # A fake peer (tests/helpers/fake_peer.py) on $PORT, in the background.

@@ -79,10 +79,8 @@ teardown() { lesson_teardown; }
 @test "a server whose client sends random bytes instead of its QP information exits with a clear error" {
   start_server ./lesson5 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
-  exec 5<>"/dev/tcp/127.0.0.1/$PORT"
-  head -c 200 /dev/urandom >&5
+  tcp_client garbage "head -c 200 /dev/urandom >&5"
   wait_server 10
-  exec 5>&-
   [ "$SERVER_STATUS" -eq 1 ]
   run cat "$SERVER_ERR"
   assert_line --partial "sent a malformed exchange message: not a workbook peer (bad magic)"
@@ -91,9 +89,8 @@ teardown() { lesson_teardown; }
 @test "a server whose client connects and says nothing gives up after --timeout" {
   start_server ./lesson5 -p "$PORT" --timeout 2
   wait_for_server_line "waiting for a client" 10
-  exec 5<>"/dev/tcp/127.0.0.1/$PORT"
+  tcp_client silent ':'
   wait_server 10
-  exec 5>&-
   [ "$SERVER_STATUS" -eq 1 ]
   run cat "$SERVER_ERR"
   assert_line --partial "sent nothing for 2 s"

@@ -106,10 +106,8 @@ assert_stderr_line() {
 @test "a server rejects a client that sends garbage instead of its QP information" {
   start_server ./lesson6 -p "$PORT" --timeout 5
   wait_for_server_line "waiting for a client" 10
-  exec 5<>/dev/tcp/127.0.0.1/"$PORT"
-  printf 'GET / HTTP/1.0\r\n%50s' "" >&5
+  tcp_client garbage "printf 'GET / HTTP/1.0\r\n%50s' \"\" >&5"
   wait_server 15
-  exec 5>&-
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
   assert_line --index 0 --partial "sent a malformed exchange message: not a workbook peer (bad magic)"
@@ -120,9 +118,8 @@ assert_stderr_line() {
 @test "a server gives up within its timeout on a client that connects and goes silent" {
   start_server ./lesson6 -p "$PORT" --timeout 2
   wait_for_server_line "waiting for a client" 10
-  exec 5<>/dev/tcp/127.0.0.1/"$PORT"
+  tcp_client silent ':'
   wait_server 15
-  exec 5>&-
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
   assert_line --index 0 --partial "sent nothing for 2 s"

@@ -31,7 +31,7 @@ assert_stderr_line() {
 # Start a client in the background: start_client NAME ARGS...; output in $BATS_TEST_TMPDIR/NAME.out/.err
 start_client() {
   local name=$1; shift
-  "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
+  "${RX[@]}" "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
   CLIENT_PIDS="${CLIENT_PIDS:-} $!"
 }
 
@@ -227,10 +227,8 @@ old_range() {
 @test "a server rejects a client that sends garbage instead of its QP information" {
   start_server ./lesson7 -p "$PORT" --timeout 5
   wait_for_server_line "waiting for client 1 of 1" 10
-  exec 5<>/dev/tcp/127.0.0.1/"$PORT"
-  printf 'GET / HTTP/1.0\r\n%50s' "" >&5
+  tcp_client garbage "printf 'GET / HTTP/1.0\r\n%50s' \"\" >&5"
   wait_server 15
-  exec 5>&-
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
   assert_line --index 0 --partial "sent a malformed exchange message: not a workbook peer (bad magic)"
@@ -241,9 +239,8 @@ old_range() {
 @test "a server gives up within its timeout on a client that connects and goes silent" {
   start_server ./lesson7 -p "$PORT" --timeout 2
   wait_for_server_line "waiting for client 1 of 1" 10
-  exec 5<>/dev/tcp/127.0.0.1/"$PORT"
+  tcp_client silent ':'
   wait_server 15
-  exec 5>&-
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
   assert_line --index 0 --partial "sent nothing for 2 s"

@@ -12,14 +12,11 @@
 bats_require_minimum_version 1.5.0
 
 setup() { load helpers/lesson; lesson_setup; }
-teardown() {
-  [[ -z "${RELAY_PID:-}" ]] || kill "$RELAY_PID" 2>/dev/null || true
-  lesson_teardown
-}
+teardown() { lesson_teardown; }
 
 # retry_exceeded_err: the port counter of requests that ran out of retries.
 retries_exceeded() {
-  cat "/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/retry_exceeded_err"
+  rx cat "/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/retry_exceeded_err"
 }
 
 # die_after_go LESSON TOKEN SERVER_LINE CLIENT_ARGS...: start LESSON's server,
@@ -31,17 +28,17 @@ die_after_go() {
   local relay=$((PORT + 1)) stamp="$BATS_TEST_TMPDIR/token.at" before after took
   start_server "./$lesson" -p "$PORT" --timeout 20
   wait_for_server_line "$line" 10
-  /usr/bin/python3 -I -S "$REPO_ROOT/tests/helpers/kill_relay.py" "$relay" "$PORT" "$SERVER_PID" "$token" "$stamp" \
-    >"$BATS_TEST_TMPDIR/relay.out" 2>&1 3>&- &
-  RELAY_PID=$!
+  # The relay runs where the server runs, and finds it by its port.
+  start_helper relay /usr/bin/python3 -I -S "$REPO_ROOT/tests/helpers/kill_relay.py" "$relay" "$PORT" - "$token" "$stamp"
   for _ in {1..100}; do grep -q "relay listening" "$BATS_TEST_TMPDIR/relay.out" && break; sleep 0.1; done
   before=$(retries_exceeded)
-  run --separate-stderr "./$lesson" -p "$relay" --timeout 20 "$@"
+  # The client's end is stamped by the same clock as the relay's token.
+  # shellcheck disable=SC2016 # expanded where the lessons run
+  run --separate-stderr rx bash -c '"${@:2}"; s=$?; date +%s.%N >"$1"; exit $s' client "$BATS_TEST_TMPDIR/ended" "./$lesson" -p "$relay" --timeout 20 "$@"
   local ended
-  ended=$(date +%s.%N)
+  ended=$(cat "$BATS_TEST_TMPDIR/ended")
   after=$(retries_exceeded)
-  wait "$RELAY_PID"
-  RELAY_PID=
+  wait_helper relay 10
   assert_file_exists "$stamp"
   took=$(awk -v a="$(cat "$stamp")" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
   echo "client exited $took s after the server's $token" >&3

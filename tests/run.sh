@@ -2,11 +2,25 @@
 # tests/run.sh - build, run every Bats suite, and end with one line
 # "N passed, N failed, N skipped".
 #
-# Suites whose header says "# runs-on: rxe" need an RDMA device: they run on
-# this host when it has one, and inside the Soft-RoCE lab (scripts/lab.sh)
-# when it has none. Every other suite runs on the host (the stubbed
-# setup_rxe.sh tests, the unit tests, and the lab's own tests, which boot
-# guests themselves).
+# Bats always runs on this host. Three kinds of suite, by a header line:
+# - "# runs-on: rxe": the lessons' suites. Their tests run the programs under
+#   test through one helper (rx, tests/helpers/lesson.bash): on this host's
+#   RDMA device when it has one, else in the Soft-RoCE lab that stays up
+#   (scripts/lab.sh up: brought up here if none is, and down again at the
+#   end). Bats' TMPDIR is then the lab's xfer folder, which both sides see.
+# - "# uses: lab": suites whose scripts use that same lab themselves
+#   (make grade, make tour).
+# - "# runs-on: lab-guest": suites that change the device itself (setup_rxe.sh
+#   up and down): Bats runs inside a throw-away guest of their own
+#   (scripts/lab.sh run), so that the shared lab's rxe0 is never touched.
+# Everything else runs on this host (the stubbed setup_rxe.sh tests, the
+# unit tests, the lab's own tests and the captures, which boot guests).
+#
+# What may run at the same time: the suites on the device (rxe and lab
+# kinds) run one after another, because several of them read device-wide
+# counters (lessons 4, 10, 12 and 13, retry_exceeded, the graders) that
+# another suite's traffic would move. Beside them, in one more lane, run
+# the host suites, then the lab-guest ones: they boot guests of their own.
 #
 #   tests/run.sh                  every suite
 #   tests/run.sh tests/x.bats ... only these
@@ -15,19 +29,19 @@
 # - The lessons and unit programs are rebuilt first (make all units), so a
 #   stale ./lessonN is never tested; a failed build stops the run (exit 2).
 # - Nothing hangs: every test is bounded by BATS_TEST_TIMEOUT (default 120 s
-#   for the rxe suites, whose lessons wait at most 30 s; 360 s for the host
-#   suites, whose tests boot whole lab guests), every file by the sum of its
-#   tests' bounds plus 120 s, and the lab by the sum of its files' bounds.
-#   Set BATS_TEST_TIMEOUT to override both defaults. A test that times out
-#   is a failure; a file cut short counts its missing tests as failed.
+#   for the device suites, whose lessons wait at most 30 s; 360 s for the
+#   host suites, whose tests boot whole lab guests), every file by the sum
+#   of its tests' bounds plus 120 s, and each lane by the sum of its files'
+#   bounds. Set BATS_TEST_TIMEOUT to override both defaults. A test that
+#   times out is a failure; a file cut short counts its missing tests as
+#   failed.
 # - Each file runs as its own Bats run and is checked against the number of
 #   @test lines it declares, so a failing setup_file or teardown_file cannot
 #   hide tests that never ran.
 # - "ok N ... # skip" is counted as skipped, not passed.
 #
 # Internal: tests/run.sh --each FILE... runs each file under its bound and
-# frames its TAP output with "#@ begin FILE" and "#@ end FILE STATUS" lines
-# (the lab runs this, so that one guest boot serves every rxe suite).
+# frames its TAP output with "#@ begin FILE" and "#@ end FILE STATUS" lines.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -55,6 +69,10 @@ run_each() {
 if [[ ${1:-} == --each ]]; then
   shift
   : "${BATS_TEST_TIMEOUT:?tests/run.sh --each needs BATS_TEST_TIMEOUT}"
+  [[ $BATS_TEST_TIMEOUT =~ ^[1-9][0-9]*$ ]] || {
+    echo "tests/run.sh: BATS_TEST_TIMEOUT must be a whole number of seconds, not '$BATS_TEST_TIMEOUT'" >&2
+    exit 2
+  }
   export BATS_TEST_TIMEOUT
   run_each "$@"
   exit 0
@@ -78,9 +96,15 @@ if ! make -q all units 2>/dev/null; then
   fi
 fi
 
-host_suites=() rxe_suites=()
+host_suites=() device_suites=() guest_suites=()
 for s in "${suites[@]}"; do
-  if grep -q '^# runs-on: rxe' "$s"; then rxe_suites+=("$s"); else host_suites+=("$s"); fi
+  if grep -qE '^# (runs-on: rxe|uses: lab)$' "$s"; then
+    device_suites+=("$s")
+  elif grep -q '^# runs-on: lab-guest$' "$s"; then
+    guest_suites+=("$s")
+  else
+    host_suites+=("$s")
+  fi
 done
 
 passed=0 failed=0 skipped=0
@@ -148,53 +172,82 @@ group_limit() {
 }
 
 given_timeout=${BATS_TEST_TIMEOUT:-}
+if [[ -n $given_timeout && ! $given_timeout =~ ^[1-9][0-9]*$ ]]; then
+  echo "tests/run.sh: BATS_TEST_TIMEOUT must be a whole number of seconds, not '$given_timeout'" >&2
+  exit 2
+fi
+native=""
+compgen -G '/sys/class/infiniband/*' >/dev/null && native=1
 
-# The rxe suites: on this host's device, or in one lab guest. Prints TAP.
-run_rxe() {
+# The device lane: the rxe and lab suites, one file after another, Bats on
+# this host. Without a device here, in the lab that stays up. Prints TAP.
+run_device() {
   export BATS_TEST_TIMEOUT=${given_timeout:-120}
-  if compgen -G '/sys/class/infiniband/*' >/dev/null; then
+  if [[ -n $native ]]; then
     timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
+    return
+  fi
+  local xfer
+  xfer=$(scripts/lab.sh xfer)
+  # The lessons' suites find the device once, here, not once per test.
+  RDMA_DEV=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }')
+  TMPDIR=$xfer LAB_XFER=$xfer RDMA_DEV=$RDMA_DEV \
+    timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
+}
+
+# The host lane: the host suites, then those that bring their own guest.
+run_host() {
+  export BATS_TEST_TIMEOUT=${given_timeout:-360}
+  if ((${#host_suites[@]})); then
+    timeout -k 10 "$(group_limit "${host_suites[@]}")" tests/run.sh --each "${host_suites[@]}"
+  fi
+  ((${#guest_suites[@]})) || return 0
+  BATS_TEST_TIMEOUT=${given_timeout:-120}
+  if [[ -n $native ]]; then
+    timeout -k 10 "$(group_limit "${guest_suites[@]}")" tests/run.sh --each "${guest_suites[@]}"
   else
-    # No RDMA in this kernel: one lab guest runs all of them on real rdma_rxe.
     # The guest sees only the variables LAB_ENV names; 120 s more for the boot.
-    # lab.sh's timeout stops the whole guest.
     LAB_ENV="${LAB_ENV:+$LAB_ENV }BATS_TEST_TIMEOUT" \
-      scripts/lab.sh run --timeout $((120 + $(group_limit "$@"))) -- tests/run.sh --each "$@"
+      scripts/lab.sh run --timeout $((120 + $(group_limit "${guest_suites[@]}"))) -- tests/run.sh --each "${guest_suites[@]}"
   fi
 }
 
-# The lab guest has one virtual CPU and this machine (CI's too) has two, so
-# the rxe suites run beside the host suites, not after them, split over two
-# guests (alternate files, so that each half gets long and short ones): the
-# whole run takes about as long as the longest of the three. Their output is
-# shown when they are done, so that nothing interleaves.
-rxe_halves=("" "")
-for i in "${!rxe_suites[@]}"; do rxe_halves[i % 2]+="${rxe_suites[i]} "; done
-rxe_logs=() rxe_pids=()
-trap 'rm -f "$log" "${rxe_logs[@]}"' EXIT
-where="in the Soft-RoCE lab"
-compgen -G '/sys/class/infiniband/*' >/dev/null && where="on this host's RDMA devices"
-for half in "${rxe_halves[@]}"; do
-  [[ -n $half ]] || continue
-  read -r -a files <<<"$half"
-  rxe_logs+=("$(mktemp)")
-  run_rxe "${files[@]}" >"${rxe_logs[-1]}" 2>&1 &
-  rxe_pids+=($!)
-  echo "== $where, alongside the host suites (shown when done): ${files[*]}"
-done
-
-if [[ ${#host_suites[@]} -gt 0 ]]; then
-  export BATS_TEST_TIMEOUT=${given_timeout:-360}
-  group_files=("${host_suites[@]}")
-  run_group "on this host: ${host_suites[*]}" \
-    timeout -k 10 "$(group_limit "${host_suites[@]}")" tests/run.sh --each "${host_suites[@]}"
+lab_started=""
+device_log=$(mktemp)
+trap 'rm -f "$log" "$device_log"; [[ -z $lab_started ]] || scripts/lab.sh down' EXIT
+if ((${#device_suites[@]})) && [[ -z $native ]]; then
+  if scripts/lab.sh status >/dev/null 2>&1; then
+    echo "== the lab is up: the device suites run in it"
+  else
+    echo "== no RDMA device here: bringing the Soft-RoCE lab up for the device suites (scripts/lab.sh up)"
+    if ! scripts/lab.sh up; then
+      echo "tests/run.sh: the lab did not come up: the device suites cannot run" >&2
+    fi
+    lab_started=1
+  fi
 fi
 
-for i in "${!rxe_pids[@]}"; do
-  wait "${rxe_pids[i]}"
-  read -r -a group_files <<<"${rxe_halves[i]}"
-  run_group "$where: ${group_files[*]}" cat "${rxe_logs[i]}"
-done
+# The two lanes at once; the device lane's output is shown when it is done,
+# so that nothing interleaves.
+device_pid=""
+if ((${#device_suites[@]})); then
+  where="in the Soft-RoCE lab"
+  [[ -n $native ]] && where="on this host's RDMA devices"
+  run_device "${device_suites[@]}" >"$device_log" 2>&1 &
+  device_pid=$!
+  echo "== $where, alongside the host suites (shown when done): ${device_suites[*]}"
+fi
+
+if ((${#host_suites[@]} + ${#guest_suites[@]})); then
+  group_files=("${host_suites[@]}" "${guest_suites[@]}")
+  run_group "on this host: ${group_files[*]}" run_host
+fi
+
+if [[ -n $device_pid ]]; then
+  wait "$device_pid"
+  group_files=("${device_suites[@]}")
+  run_group "$where: ${group_files[*]}" cat "$device_log"
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# runs-on: lab-guest
 #
 # tests/setup_rxe_lab.bats - scripts/setup_rxe.sh on a real kernel's rdma_rxe.
 #

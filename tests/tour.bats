@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# uses: lab
 # tests/tour.bats - make tour (scripts/tour.sh): the lessons in order, each
 # with its server and client as its run.conf says. Runs on the host: with no
 # RDMA device here, the tour boots one lab guest itself.

@@ -254,17 +254,20 @@ class Supervisor:
 
     # -- clients
     async def client(self, reader, writer):
-        self.jobs += 1
-        self.last_used = time.monotonic()
+        # Only an exec counts as use: asking for the status does not keep a
+        # lab up.
+        op = None
         try:
             req = json.loads(await reader.readline() or b"{}")
             op = req.get("op")
             if op == "exec":
+                self.jobs += 1
+                self.last_used = time.monotonic()
                 await self.run_job(req, reader, writer)
             elif op == "status":
                 writer.write(json.dumps({
                     "pid": os.getpid(), "qemu": self.qemu.pid,
-                    "since": self.started, "jobs": self.jobs - 1,
+                    "since": self.started, "jobs": self.jobs,
                     "idle": int(time.monotonic() - self.last_used),
                     "idle_limit": self.idle}).encode() + b"\n")
             elif op == "down":
@@ -275,8 +278,9 @@ class Supervisor:
         except (ConnectionError, ValueError, KeyError):
             pass
         finally:
-            self.jobs -= 1
-            self.last_used = time.monotonic()
+            if op == "exec":
+                self.jobs -= 1
+                self.last_used = time.monotonic()
             try:
                 writer.close()
             except ConnectionError:

@@ -9,8 +9,14 @@
 # there, so both sides see them at the same path). lab/agent.py is the
 # supervisor and the client; see its header.
 
-# up_state_dir: this checkout's lab folder.
+# up_state_dir: this checkout's lab folder (LAB_UP_DIR, if set, instead:
+# the lab's own tests run a second lab beside the one the suites use).
 up_state_dir() {
+  if [[ -n ${LAB_UP_DIR:-} ]]; then
+    [[ $LAB_UP_DIR == /* ]] || misuse "LAB_UP_DIR must be an absolute path, not '$LAB_UP_DIR'"
+    echo "$LAB_UP_DIR"
+    return
+  fi
   echo "$(cache_dir)/up/$(printf '%s' "$CHECKOUT" | sha256sum | cut -c1-12)"
 }
 
@@ -76,12 +82,16 @@ cmd_up() {
 }
 
 cmd_exec() {
-  local timeout=600
+  local timeout=600 up=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --timeout)
         timeout=$(parse_timeout "${2:-}")
         shift 2
+        ;;
+      --up)
+        up=1
+        shift
         ;;
       --)
         shift
@@ -91,8 +101,15 @@ cmd_exec() {
     esac
   done
   [[ $# -gt 0 ]] || misuse "exec: no command (scripts/lab.sh exec -- CMD [ARGS...])"
-  local state
+  local state status=0
   state=$(up_state_dir)
+  if [[ -n $up ]] && ! agent status "$state" >/dev/null; then
+    # --up: no lab is up, so this command brings one up for CMD alone.
+    (cmd_up) || exit $?
+    agent exec "$state" "$timeout" "$(exec_workdir "$state")" -- "$@" 8>&- 9>&- || status=$?
+    agent down "$state"
+    exit "$status"
+  fi
   exec 8>&- 9>&-
   # exec: the PID of `lab.sh exec` is the client's own, so that a signal
   # sent to it reaches the command in the guest (the client passes it on).

@@ -12,6 +12,10 @@ longer exists. The moment the token went on is written to STAMP (seconds
 since the epoch), so a test can time what the client did next.
 
 Usage: kill_relay.py LISTEN SERVER SERVER_PID TOKEN STAMP
+
+SERVER_PID "-" means the process that listens on 127.0.0.1:SERVER, found in
+/proc (the test runs the relay where the server runs, and may know only its
+own PID for it, not the server's).
 """
 import os
 import select
@@ -35,8 +39,28 @@ def wait_gone(pid, limit=10.0):
     sys.exit(f"kill_relay.py: process {pid} did not exit within {limit} s")
 
 
+def listener_pid(port):
+    """The PID of the process with a TCP socket listening on port."""
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for row in f.readlines()[1:]:
+            fields = row.split()
+            # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
+            if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":
+                inodes.add(f"socket:[{fields[9]}]")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return int(pid)
+        except OSError:
+            continue
+    sys.exit(f"kill_relay.py: no process listens on port {port}")
+
+
 def main():
-    listen, server, pid, token, stamp = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    listen, server, token, stamp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4], sys.argv[5]
+    pid = listener_pid(server) if sys.argv[3] == "-" else int(sys.argv[3])
     token = token.encode()
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -16,6 +16,7 @@
 #                                          a second client): output in
 #                                          $BATS_TEST_TMPDIR/NAME.out, killed in teardown
 #   wait_helper NAME [SECS]                waits (bounded); sets HELPER_STATUS
+#   tcp_client NAME 'SCRIPT'               a raw client of $PORT (SCRIPT writes to fd 5)
 #   run rx CMD...                          runs CMD where the RDMA device is (see rx)
 #   rx_sh 'SCRIPT' [ARGS...]               a bash script there: rx bash -c SCRIPT
 #
@@ -148,6 +149,15 @@ start_helper() {
   shift
   "${RX[@]}" "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
   HELPER_PIDS+=("$name=$!")
+}
+
+# tcp_client NAME 'SCRIPT': a client of the server's TCP port, run where the
+# lessons run (start_helper): fd 5 connected to 127.0.0.1:$PORT, then the
+# bash SCRIPT (which may write to fd 5), then the connection held open
+# until the test ends (30 s at most), as a peer that stops talking.
+tcp_client() {
+  # shellcheck disable=SC2016 # expanded by the helper's bash
+  start_helper "$1" bash -c 'exec 5<>"/dev/tcp/127.0.0.1/$1" || exit 1; eval "$2"; sleep 30' tcp_client "$PORT" "$2"
 }
 
 # Wait up to $2 seconds (default 30) for helper $1; sets HELPER_STATUS (124

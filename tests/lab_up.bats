@@ -1,0 +1,124 @@
+#!/usr/bin/env bats
+# The lab that stays up: scripts/lab.sh up, exec, status, down. A lab of its
+# own (LAB_UP_DIR), beside the one the lessons' suites use: booted once for
+# most tests; the idle stop and the dead guest boot one each.
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  export LAB_UP_DIR="$BATS_FILE_TMPDIR/up"
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+  scripts/lab.sh up 3>&-
+}
+
+teardown_file() {
+  scripts/lab.sh down 3>&- || true
+}
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+}
+
+# The qemu processes of this file's lab (its folder is in their arguments).
+our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
+
+@test "status says the lab is up, and a second up says so and starts no second guest" {
+  run -0 scripts/lab.sh status
+  assert_output --regexp '^lab\.sh: up since [0-9:]+ \(qemu pid [0-9]+\), 0 command\(s\) running'
+  run -0 --separate-stderr scripts/lab.sh up
+  assert_equal "${stderr_lines[0]%%:*}" "lab.sh"
+  [[ $stderr == *"a lab is already up for "* ]] || fail "up did not say it was up: $stderr"
+  assert_equal "$(our_qemus | wc -l)" 1
+}
+
+@test "exec passes the command's exit status through: 0, 1 and 7" {
+  run -0 scripts/lab.sh exec -- true
+  run -1 scripts/lab.sh exec -- false
+  run -7 scripts/lab.sh exec -- bash -c 'exit 7'
+}
+
+@test "exec keeps the command's stdout and stderr apart, and runs it on rxe0 in the guest" {
+  run -0 --separate-stderr scripts/lab.sh exec -- bash -c 'echo "to out $LAB"; echo "to err" >&2; cat /sys/class/infiniband/rxe0/ports/1/state'
+  assert_equal "$output" $'to out 1\n4: ACTIVE'
+  assert_equal "$stderr" "to err"
+}
+
+@test "exec hands arguments over unchanged, spaces, quotes and shell characters too" {
+  run -0 scripts/lab.sh exec -- printf '[%s]\n' 'a b' "it's" '$HOME' '*' ''
+  assert_output $'[a b]\n[it\'s]\n[$HOME]\n[*]\n[]'
+}
+
+@test "a server and its client run as two concurrent execs and each reports its own result" {
+  make -s lesson4
+  local out="$BATS_TEST_TMPDIR/server.out"
+  scripts/lab.sh exec -- ./lesson4 -p 18700 --timeout 20 >"$out" 2>&1 3>&- &
+  local server=$!
+  for _ in {1..100}; do grep -q "waiting for a client" "$out" && break; sleep 0.1; done
+  run -0 scripts/lab.sh exec -- ./lesson4 -p 18700 --timeout 20 127.0.0.1 2 3
+  assert_line "result: 2 + 3 = 5"
+  wait "$server"
+  run cat "$out"
+  assert_line "server: request 2 + 3"
+}
+
+@test "exec --timeout kills the command in the guest and exits 124 with a clear message" {
+  SECONDS=0
+  run -124 --separate-stderr scripts/lab.sh exec --timeout 2 -- sleep 30
+  ((SECONDS < 15)) || fail "took $SECONDS s"
+  assert_equal "$stderr" "lab.sh: exec: sleep was still running after --timeout 2 s; killed in the guest"
+  run -1 scripts/lab.sh exec -- pgrep -x sleep
+}
+
+@test "a signal to exec reaches the command in the guest" {
+  scripts/lab.sh exec -- sleep 30 3>&- &
+  local client=$!
+  for _ in {1..50}; do scripts/lab.sh exec -- pgrep -x sleep >/dev/null && break; sleep 0.2; done
+  kill -TERM "$client"
+  local status=0
+  wait "$client" || status=$?
+  assert_equal "$status" 143
+  run -1 scripts/lab.sh exec -- pgrep -x sleep
+}
+
+@test "exec misuse is one line and exit 2: no command, a bad --timeout" {
+  run -2 --separate-stderr scripts/lab.sh exec --
+  assert_equal "$stderr" "lab.sh: exec: no command (scripts/lab.sh exec -- CMD [ARGS...]); see scripts/lab.sh -h"
+  run -2 --separate-stderr scripts/lab.sh exec --timeout 0 -- true
+  assert_equal "$stderr" "lab.sh: --timeout needs a number of seconds, not '0'; see scripts/lab.sh -h"
+}
+
+@test "down stops the guest and leaves no qemu process; exec then says no lab is up" {
+  [[ -n $(our_qemus) ]] || fail "no qemu for $LAB_UP_DIR before down"
+  run -0 scripts/lab.sh down
+  assert_equal "$(our_qemus)" ""
+  run -3 scripts/lab.sh status
+  assert_output --partial "no lab is up"
+  run -125 --separate-stderr scripts/lab.sh exec -- true
+  assert_equal "$stderr" "lab.sh: exec: no lab is up (the last one stopped: lab.sh down); start one: scripts/lab.sh up"
+  run -0 scripts/lab.sh down
+}
+
+@test "a lab nobody uses stops by itself after LAB_IDLE seconds" {
+  LAB_IDLE=4 scripts/lab.sh up 3>&-
+  run -0 scripts/lab.sh exec -- true
+  local i
+  for ((i = 0; i < 60; i++)); do
+    scripts/lab.sh status >/dev/null || break
+    sleep 0.5
+  done
+  run -3 scripts/lab.sh status
+  assert_output "lab.sh: no lab is up (the last one stopped: idle for 4 s); start one: scripts/lab.sh up"
+  assert_equal "$(our_qemus)" ""
+}
+
+@test "a guest that died is reported by the next exec, which does not hang" {
+  scripts/lab.sh up 3>&-
+  kill -KILL "$(cat "$LAB_UP_DIR/qemu.pid")"
+  SECONDS=0
+  run -125 --separate-stderr scripts/lab.sh exec -- true
+  ((SECONDS < 10)) || fail "exec took $SECONDS s"
+  [[ ${stderr_lines[0]} == "lab.sh: exec: the lab guest died (qemu ended (status -9)); scripts/lab.sh up starts a new one" ]] ||
+    fail "not the dead-guest message: $stderr"
+  run -3 scripts/lab.sh status
+}
