@@ -59,7 +59,7 @@ between() {
   mapfile -t times < <(sed -n 's/^client: the SEND completed \([0-9.]*\) s after the post.*/\1/p' <<<"$output")
   mapfile -t naks < <(sed -n 's/^client: the SEND completed .* after \([0-9]*\) RNR NAKs.*/\1/p' <<<"$output")
   assert_equal "${#times[@]} ${#naks[@]}" "2 2"
-  between 0.95 "${times[0]}" 1.6
+  between 1.0 "${times[0]}" 1.6
   ((naks[0] >= 10)) || fail "only ${naks[0]} RNR NAKs with min_rnr_timer 12"
   between 1.25 "${times[1]}" 2.0
   assert_equal "${naks[1]}" 2

@@ -27,7 +27,9 @@ teardown() { lesson_teardown; }
 @test "the narration is lesson 4's, line for line, apart from the QP numbers and ports" {
   # The lesson changes the API, not the story: the same steps, in the same order.
   normalize() { sed -E 's/0x[0-9a-f]+/0xQP/g; s/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g; s/port [0-9]{4,5}/port PORT/g'; }
+  # Each client starts once its server listens, so that neither retries.
   start_server ./lesson4 -p "$PORT" --timeout 20
+  wait_for_server_line "waiting for a client"
   run rx ./lesson4 -p "$PORT" --timeout 20 127.0.0.1 40 2
   assert_success
   local four_client four_server
@@ -35,6 +37,7 @@ teardown() { lesson_teardown; }
   wait_server 20
   four_server=$(normalize <"$SERVER_OUT")
   start_server ./lesson15 -p "$((PORT + 1))" --timeout 20
+  wait_for_server_line "waiting for a client"
   run rx ./lesson15 -p "$((PORT + 1))" --timeout 20 127.0.0.1 40 2
   assert_success
   assert_equal "$(normalize <<<"$output")" "$four_client"
@@ -72,7 +75,7 @@ teardown() { lesson_teardown; }
 @test "a SEND larger than the server's receive buffer fails, and the status comes through cq->status" {
   # The same statuses as lesson 4 (tests/lesson4_send_recv.bats): rxe's, or other NICs'.
   local server_status client_status
-  if ibv_devinfo -d "$RDMA_DEV" | grep -qE 'vendor_id:[[:space:]]+0xffffff$'; then # Soft-RoCE
+  if rx ibv_devinfo -d "$RDMA_DEV" | grep -qE 'vendor_id:[[:space:]]+0xffffff$'; then # Soft-RoCE
     server_status="local QP operation error (2, IBV_WC_LOC_QP_OP_ERR," client_status="remote operation error (11, IBV_WC_REM_OP_ERR,"
   else
     server_status="local length error (1, IBV_WC_LOC_LEN_ERR," client_status="remote invalid request error (9, IBV_WC_REM_INV_REQ_ERR,"

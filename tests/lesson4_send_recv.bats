@@ -105,7 +105,7 @@ rnr_counts() {
   # other NICs (local length error at the receiver, remote invalid request
   # error at the sender).
   local server_status client_status
-  if ibv_devinfo -d "$RDMA_DEV" | grep -qE 'vendor_id:[[:space:]]+0xffffff$'; then # Soft-RoCE
+  if rx ibv_devinfo -d "$RDMA_DEV" | grep -qE 'vendor_id:[[:space:]]+0xffffff$'; then # Soft-RoCE
     server_status="local QP operation error (2, IBV_WC_LOC_QP_OP_ERR," client_status="remote operation error (11, IBV_WC_REM_OP_ERR,"
   else
     server_status="local length error (1, IBV_WC_LOC_LEN_ERR," client_status="remote invalid request error (9, IBV_WC_REM_INV_REQ_ERR,"

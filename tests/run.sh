@@ -8,19 +8,23 @@
 #   RDMA device when it has one, else in the Soft-RoCE lab that stays up
 #   (scripts/lab.sh up: brought up here if none is, and down again at the
 #   end). Bats' TMPDIR is then the lab's xfer folder, which both sides see.
-# - "# uses: lab": suites whose scripts use that same lab themselves
-#   (make grade, make tour).
+# - "# uses: lab": suites whose scripts bring up a lab themselves, or use
+#   the one that is up (make grade, make tour). Without a device here they
+#   get a second lab of their own (LAB_UP_DIR), so that they run beside the
+#   rxe suites without sharing a device with them.
 # - "# runs-on: lab-guest": suites that change the device itself (setup_rxe.sh
 #   up and down): Bats runs inside a throw-away guest of their own
 #   (scripts/lab.sh run), so that the shared lab's rxe0 is never touched.
 # Everything else runs on this host (the stubbed setup_rxe.sh tests, the
 # unit tests, the lab's own tests and the captures, which boot guests).
 #
-# What may run at the same time: the suites on the device (rxe and lab
-# kinds) run one after another, because several of them read device-wide
-# counters (lessons 4, 10, 12 and 13, retry_exceeded, the graders) that
-# another suite's traffic would move. Beside them, in one more lane, run
-# the host suites, then the lab-guest ones: they boot guests of their own.
+# What may run at the same time, in three lanes: the rxe suites one after
+# another on one device, because several of them read device-wide counters
+# (lessons 4, 10, 12 and 13, retry_exceeded) that another suite's traffic
+# would move; the lab suites one after another on a second device (their
+# graders read counters too); and the host suites, then the lab-guest ones,
+# which boot guests of their own. On a host with an RDMA device, the rxe
+# and lab suites share it, so they run in one lane, one after another.
 #
 #   tests/run.sh                  every suite
 #   tests/run.sh tests/x.bats ... only these
@@ -96,10 +100,12 @@ if ! make -q all units 2>/dev/null; then
   fi
 fi
 
-host_suites=() device_suites=() guest_suites=()
+host_suites=() device_suites=() lab_suites=() guest_suites=()
 for s in "${suites[@]}"; do
-  if grep -qE '^# (runs-on: rxe|uses: lab)$' "$s"; then
+  if grep -q '^# runs-on: rxe$' "$s"; then
     device_suites+=("$s")
+  elif grep -q '^# uses: lab$' "$s"; then
+    lab_suites+=("$s")
   elif grep -q '^# runs-on: lab-guest$' "$s"; then
     guest_suites+=("$s")
   else
@@ -178,6 +184,10 @@ if [[ -n $given_timeout && ! $given_timeout =~ ^[1-9][0-9]*$ ]]; then
 fi
 native=""
 compgen -G '/sys/class/infiniband/*' >/dev/null && native=1
+if [[ -n $native ]]; then
+  device_suites+=("${lab_suites[@]}")
+  lab_suites=()
+fi
 
 # The device lane: the rxe and lab suites, one file after another, Bats on
 # this host. Without a device here, in the lab that stays up. Prints TAP.
@@ -212,9 +222,20 @@ run_host() {
   fi
 }
 
+# The lab lane: the lab suites, in a second lab that this run owns.
+run_lab() {
+  export BATS_TEST_TIMEOUT=${given_timeout:-360}
+  echo "== a second lab for ${lab_suites[*]}"
+  LAB_UP_DIR=$second_lab scripts/lab.sh up
+  LAB_UP_DIR=$second_lab timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
+  LAB_UP_DIR=$second_lab scripts/lab.sh down
+}
+
 lab_started=""
 device_log=$(mktemp)
-trap 'rm -f "$log" "$device_log"; [[ -z $lab_started ]] || scripts/lab.sh down' EXIT
+lab_log=$(mktemp)
+second_lab=$(mktemp -d "${TMPDIR:-/tmp}/lab2.XXXXXX")
+trap 'rm -f "$log" "$device_log" "$lab_log"; [[ -z $lab_started ]] || scripts/lab.sh down; LAB_UP_DIR=$second_lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$second_lab" "$second_lab.lock"' EXIT
 if ((${#device_suites[@]})) && [[ -z $native ]]; then
   if scripts/lab.sh status >/dev/null 2>&1; then
     echo "== the lab is up: the device suites run in it"
@@ -238,6 +259,13 @@ if ((${#device_suites[@]})); then
   echo "== $where, alongside the host suites (shown when done): ${device_suites[*]}"
 fi
 
+lab_pid=""
+if ((${#lab_suites[@]})); then
+  run_lab "${lab_suites[@]}" >"$lab_log" 2>&1 &
+  lab_pid=$!
+  echo "== in a second Soft-RoCE lab, alongside (shown when done): ${lab_suites[*]}"
+fi
+
 if ((${#host_suites[@]} + ${#guest_suites[@]})); then
   group_files=("${host_suites[@]}" "${guest_suites[@]}")
   run_group "on this host: ${group_files[*]}" run_host
@@ -247,6 +275,12 @@ if [[ -n $device_pid ]]; then
   wait "$device_pid"
   group_files=("${device_suites[@]}")
   run_group "$where: ${group_files[*]}" cat "$device_log"
+fi
+
+if [[ -n $lab_pid ]]; then
+  wait "$lab_pid"
+  group_files=("${lab_suites[@]}")
+  run_group "in a second Soft-RoCE lab: ${group_files[*]}" cat "$lab_log"
 fi
 
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -67,8 +67,9 @@ constexpr uint32_t kBufferBytes = 4096;  // every MR: one page
 // After the exchange the two sides keep in step with 4-byte tokens on the TCP
 // connection (wb::send_token): "RTR!" the server's QP is ready (lesson 4);
 // "DONE" the client has its result, the server may report; "NEXT" (rnr-wait)
-// the server changed its RNR timer; "AGIN" (recover) the client failed and
-// both start again from RESET.
+// the server changed its RNR timer; "SENT" (rnr-wait) the client has posted
+// its SEND, so the server's second of lateness starts then; "AGIN" (recover)
+// the client failed and both start again from RESET.
 
 // wr_id: our own label for a work request, handed back in its completion
 // (also in a failed one: wr_id and status are all a failed completion carries).
@@ -370,7 +371,8 @@ int rnr_wait(Side& s) {
                 CHECK_RC(ibv_modify_qp(s.qp.get(), &attr, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER));
                 wb::send_token(s.conn, "NEXT");
             }
-            std::printf("server: min_rnr_timer %u; posting the receive in 1 s\n", timer);
+            wb::expect_token(s.conn, "SENT", s.opt.timeout_s);
+            std::printf("server: min_rnr_timer %u; the client's SEND is posted: posting the receive in 1 s\n", timer);
             std::this_thread::sleep_for(std::chrono::seconds(1));  // THE MISTAKE: a receive posted late
             post_receive(s, 16);
             const std::optional<ibv_wc> wc = wait_completion(s.recv_cq.get(), s.opt.timeout_s);
@@ -386,6 +388,7 @@ int rnr_wait(Side& s) {
         const uint64_t naks_before = counter_delta(s, "rcvd_rnr_err");
         const auto t0 = Clock::now();
         post(s, IBV_WR_SEND, 16);
+        wb::send_token(s.conn, "SENT");
         const std::optional<ibv_wc> wc = wait_completion(s.send_cq.get(), s.opt.timeout_s);
         const double secs = seconds_since(t0);
         const uint64_t naks = counter_delta(s, "rcvd_rnr_err") - naks_before;

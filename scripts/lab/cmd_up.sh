@@ -36,6 +36,7 @@ parse_idle() {
   echo "$idle"
 }
 
+# shellcheck disable=SC2120 # called with none, refuses any
 cmd_up() {
   [[ $# -eq 0 ]] || misuse "up takes no arguments"
   local state idle lab kernel args
@@ -105,6 +106,7 @@ cmd_exec() {
   state=$(up_state_dir)
   if [[ -n $up ]] && ! agent status "$state" >/dev/null; then
     # --up: no lab is up, so this command brings one up for CMD alone.
+    # shellcheck disable=SC2119 # up takes no arguments
     (cmd_up) || exit $?
     agent exec "$state" "$timeout" "$(exec_workdir "$state")" -- "$@" 8>&- 9>&- || status=$?
     agent down "$state"
