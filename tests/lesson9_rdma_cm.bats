@@ -14,7 +14,7 @@ setup() {
   load helpers/lesson
   lesson_setup
   RDMA_NETDEV=$(rx rdma link show "$RDMA_DEV/1" | sed -n 's/.*netdev \([^ ]*\).*/\1/p')
-  RDMA_IP=$(ip -4 -o addr show dev "$RDMA_NETDEV" | awk '{ sub("/.*", "", $4); print $4; exit }')
+  RDMA_IP=$(rx ip -4 -o addr show dev "$RDMA_NETDEV" | awk '{ sub("/.*", "", $4); print $4; exit }')
   [[ -n "$RDMA_IP" ]] || fail "no IPv4 address on $RDMA_NETDEV, the netdev under $RDMA_DEV"
 }
 teardown() { lesson_teardown; }
@@ -110,7 +110,7 @@ lesson9: check: is the server running there, listening (its \"listening\" line) 
 
 @test "an IPv6 link-local HOST (with %netdev) connects, and the server names the client by it" {
   local ll
-  ll=$(ip -6 -o addr show dev "$RDMA_NETDEV" scope link | awk '{ sub("/.*", "", $4); print $4; exit }')
+  ll=$(rx ip -6 -o addr show dev "$RDMA_NETDEV" scope link | awk '{ sub("/.*", "", $4); print $4; exit }')
   [[ -n "$ll" ]] || fail "no IPv6 link-local address on $RDMA_NETDEV"
   start_server ./lesson9 -p "$PORT" --timeout 10
   wait_for_server_line "listening on ::" 10

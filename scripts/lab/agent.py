@@ -42,6 +42,9 @@ EXIT_TIMEOUT = 124
 EXIT_NOT_UP = 3
 # Seconds a guest-agent request may take before the guest counts as hung.
 REQUEST_LIMIT = 20
+# The longest line either socket may carry: a command line of some MiB, or
+# a guest-file-read answer (64 KiB of output, base64).
+LINE_LIMIT = 64 * 1024 * 1024
 # Seconds `up` waits for the guest agent's first answer (boot + rxe setup).
 BOOT_LIMIT = 180
 
@@ -75,7 +78,7 @@ class Agent:
         self.sync_id = int(time.time()) % 100000 * 1000
 
     async def connect(self):
-        self.reader, self.writer = await asyncio.open_unix_connection(self.path)
+        self.reader, self.writer = await asyncio.open_unix_connection(self.path, limit=LINE_LIMIT)
 
     async def sync(self, limit):
         # guest-sync-delimited: qemu-ga answers 0xFF then {"return": id};
@@ -315,7 +318,7 @@ class Supervisor:
             await self.stop(qemu_watch)
             return
         server = await asyncio.start_unix_server(
-            self.client, path=os.path.join(self.state, "exec.sock"))
+            self.client, path=os.path.join(self.state, "exec.sock"), limit=LINE_LIMIT)
         os.write(ready_fd, b"ready\n")
         os.close(ready_fd)
         idle_watch = asyncio.ensure_future(self.watch_idle())

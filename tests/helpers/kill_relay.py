@@ -42,12 +42,13 @@ def wait_gone(pid, limit=10.0):
 def listener_pid(port):
     """The PID of the process with a TCP socket listening on port."""
     inodes = set()
-    with open("/proc/net/tcp") as f:
-        for row in f.readlines()[1:]:
-            fields = row.split()
-            # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
-            if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":
-                inodes.add(f"socket:[{fields[9]}]")
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in f.readlines()[1:]:
+                fields = row.split()
+                # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
+                if int(fields[1].split(":")[-1], 16) == port and fields[3] == "0A":
+                    inodes.add(f"socket:[{fields[9]}]")
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
