@@ -155,7 +155,7 @@ Connection Listener::accept(int timeout_s) {
     return Connection(fd, describe(reinterpret_cast<sockaddr*>(&ss)));
 }
 
-Connection connect_to(const std::string& host, uint16_t port, int timeout_s) {
+Connection connect_to(const std::string& host, uint16_t port, int timeout_s, const char* who) {
     const auto deadline = deadline_after(timeout_s);
     const std::string service = std::to_string(port);
     addrinfo hints{};
@@ -191,14 +191,15 @@ Connection connect_to(const std::string& host, uint16_t port, int timeout_s) {
         }
         if (Clock::now() >= deadline) break;
         if (first_round)  // say it once, not on every retry
-            std::printf("client: %s:%s did not answer (%s); retrying for up to %d s\n", host.c_str(),
+            std::printf("%s: %s:%s did not answer (%s); retrying for up to %d s\n", who, host.c_str(),
                         service.c_str(), last_error.c_str(), timeout_s);
         std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server may not be up yet
     }
     freeaddrinfo(res);
     fail("could not connect to " + host + ":" + service + " within " + std::to_string(timeout_s) +
              " s (" + std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts") + ", last: " + last_error + ")",
-         "is the server running there with the same -p? is TCP port " + service + " open in the firewall?");
+         "is the server running there with the same -p? is TCP port " + service +
+             " open in the firewall? is " + host + " the server's address (a wrong one fails the same way)?");
 }
 
 void send_all(Connection& c, std::span<const uint8_t> data) {

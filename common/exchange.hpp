@@ -76,8 +76,9 @@ private:
 
 // Connect to host:port, retrying refused or unreachable attempts until
 // timeout_s seconds have passed, saying so once ("client: HOST:PORT did not
-// answer (...); retrying ..."); exits 1 with what to check on failure.
-Connection connect_to(const std::string& host, uint16_t port, int timeout_s);
+// answer (...); retrying ..."; `who` names the caller, as its other lines do);
+// exits 1 with what to check on failure.
+Connection connect_to(const std::string& host, uint16_t port, int timeout_s, const char* who = "client");
 
 // Send our PeerInfo and receive the peer's, each way bounded by timeout_s.
 // Exits 1 when the peer closes, goes silent or sends something malformed, or

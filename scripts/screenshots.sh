@@ -28,8 +28,14 @@ shots='
 5       infiniband.bth.opcode == 11
 6       infiniband.bth.opcode == 12
 7       infiniband.bth.opcode == 20
+8       infiniband.bth.opcode == 4
 9       infiniband.bth.opcode == 100
 10:rnr  infiniband.aeth.syndrome.opcode == 1
+11      infiniband.bth.opcode == 4
+12      infiniband.deth.q_key == 0x01234567
+13      infiniband.aeth.syndrome.opcode == 1
+14      infiniband.bth.opcode == 23
+15      infiniband.bth.opcode == 4
 '
 # What the packet list shows: the RoCE packets and the TCP segments with data.
 view='infiniband || tcp.len > 0'

@@ -288,6 +288,8 @@ args="
   refute_output --partial "result:"
   [[ "${stderr_lines[0]}" =~ ^"exchange_tcp: could not connect to 127.0.0.1:"[0-9]+" within 1 s ("[0-9]+" attempt"s?", last: ECONNREFUSED (Connection refused))"$ ]]
   [[ "$stderr" == *"check: is the server running there with the same -p?"* ]]
+  # A wrong host fails the same way: the hint names the address as a suspect too.
+  [[ "$stderr" == *"is 127.0.0.1 the server's address (a wrong one fails the same way)?"* ]]
   assert_equal "$(grep -c '^client: .* did not answer .*; retrying for up to 1 s$' <<<"$output")" 1
 }
 

@@ -158,7 +158,7 @@ start_fake_server() {
   assert_line "result: each of 5 receivers got all 2 datagrams"
 }
 
-@test "receivers that expect more datagrams than were sent say which receiver missed which" {
+@test "receivers that expect more datagrams than the sender sends say the two sides' -k differ, not that datagrams were lost" {
   start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 2 -k 3
   wait_for_server_line "waiting for a sender"
   run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
@@ -167,7 +167,27 @@ start_fake_server() {
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_OUT"
   assert_line 'receiver 1 (QP '"$(sed -n 's/^receiver 1: UD QP \(0x[0-9a-f]*\) .*/\1/p' "$SERVER_OUT")"') got 2 of 3: "datagram 1 of 2", "datagram 2 of 2"'
-  assert_line "result: error: not every receiver got every datagram (lines above)"
+  assert_line "result: error: the sender sent 2 datagrams, the receivers expect 3: the two sides' -k differ; give both the same -k"
+  refute_line --partial "not every receiver got every datagram"
+}
+
+@test "receivers that expect fewer datagrams than the sender sends say the counts differ too" {
+  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 1 -k 2
+  wait_for_server_line "waiting for a sender"
+  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 3 127.0.0.1
+  assert_success
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_OUT"
+  assert_line --regexp '^receiver 1 \(QP 0x[0-9a-f]+\) got 2 of 2: "datagram 1 of 3", "datagram 2 of 3"$'
+  assert_line "result: error: the sender sent 3 datagrams, the receivers expect 2: the two sides' -k differ; give both the same -k"
+}
+
+@test "a multicast sender with no receivers yet says so as the sender, not as a client" {
+  run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 2 --mcast 127.0.0.1
+  assert_line --regexp "^sender: 127\.0\.0\.1:$PORT did not answer \(ECONNREFUSED \(Connection refused\)\); retrying for up to 2 s$"
+  refute_line --partial "client:"
+  [[ "$stderr" == *"could not connect to 127.0.0.1:$PORT within 2 s"* ]]
 }
 
 @test "a unicast client refuses multicast receivers, and a multicast sender a unicast server" {
@@ -179,7 +199,8 @@ start_fake_server() {
   start_server ./lesson12 -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client"
   run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 10 --mcast 127.0.0.1
-  [[ "$stderr" == *"the peer 127.0.0.1:$PORT is not multicast receivers"* ]]
+  # The server's QP number in hex, as on every other line.
+  [[ "$stderr" =~ "the peer 127.0.0.1:$PORT is not multicast receivers (it gave QP 0x"[0-9a-f]+", not 0xffffff)" ]]
 }
 
 @test "a client whose server accepts and then says nothing gives up after --timeout" {

@@ -194,13 +194,13 @@ probe_and_devinfo() {
     "memory windows type 1" "memory windows type 2" "inline data" "atomics"; do
     assert_equal "$f: $(probe_row "$f")" "$f: yes"
   done
-  # Linux 6.1's rxe (the lab's): none of these. Later kernels add ODP (6.14)
+  # Linux 6.1's rxe (the lab's): none of these. Later kernels add ODP (6.15)
   # and, from 6.2, atomic write and flush; the probe says so on each "no".
   if [[ $(uname -r) == 6.1.* ]]; then
     for f in XRC "on-demand paging (ODP)" "completion timestamps" "device memory" "atomic write" flush; do
       assert_equal "$f: $(probe_row "$f")" "$f: no"
     done
-    assert_line --partial "elsewhere: rxe from Linux 6.14"
+    assert_line --partial "elsewhere: rxe from Linux 6.15"
     assert_line --partial "elsewhere: rxe from Linux 6.2"
     assert_line "result: $RDMA_DEV has 8 of the 14 features"
   fi

@@ -261,8 +261,18 @@ path_without() {
 }
 
 @test "screenshots.sh refuses a picture it has no table line for, before installing or starting anything" {
-  run -2 scripts/screenshots.sh 8
-  assert_output --regexp "^screenshots.sh: no picture '8' in the table; it has: 4 5 6 7 9 10:rnr"
+  run -2 scripts/screenshots.sh 3
+  assert_output --regexp "^screenshots.sh: no picture '3' in the table; it has: 4 5 6 7 8 9 10:rnr 11 12 13 14 15"
+}
+
+@test "every two-process lesson's page shows its Wireshark picture, and the picture is shipped" {
+  local n page png
+  for n in 4 5 6 7 8 9 10 11 12 13 14 15; do
+    page=$(compgen -G "docs/lesson$n-*.md")
+    if [[ $n == 10 ]]; then png=img/lesson10-rnr-wireshark.png; else png=img/lesson$n-wireshark.png; fi
+    grep -qF "]($png)" "$page" || fail "$page does not show $png"
+    [[ -s docs/$png ]] || fail "docs/$png is not shipped (scripts/screenshots.sh)"
+  done
 }
 
 # Whether each shipped capture is current is checked where the lessons are

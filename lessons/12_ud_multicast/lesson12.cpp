@@ -592,7 +592,7 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
         std::printf("receivers: waiting for a sender on TCP port %u\n", opt.tcp_port);
         conn = listener.accept(opt.accept_timeout_s());
     } else {
-        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
+        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s, "sender");
     }
     wb::PeerInfo mine = wb::local_info(kLesson, qp[0].get(), psn, addr);
     if (!is_sender) {
@@ -600,9 +600,11 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
         mine.gid = group_gid;
     }
     const wb::PeerInfo peer = wb::exchange(conn, mine, opt.timeout_s);
+    char peer_qpn[16];
+    std::snprintf(peer_qpn, sizeof peer_qpn, "0x%x", peer.qp_num);  // in hex, as every other line
     if (is_sender && peer.qp_num != kMulticastQpn)
-        wb::fail("the peer " + conn.peer() + " is not multicast receivers (it gave QP " +
-                     std::to_string(peer.qp_num) + ", not 0xFFFFFF)",
+        wb::fail("the peer " + conn.peer() + " is not multicast receivers (it gave QP " + peer_qpn +
+                     ", not 0xffffff)",
                  "start the receivers with --mcast");
     if (!is_sender && peer.qp_num == kMulticastQpn)
         wb::fail("the peer " + conn.peer() + " is multicast receivers too", "the sender needs a HOST");
@@ -646,6 +648,7 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
     wb::expect_token(conn, "DONE", opt.timeout_s);
     std::printf("receivers: the sender is done; collecting\n");
     bool all = true;
+    int sender_count = 0;  // the sender's -k, announced in each datagram ("datagram K of N")
     for (int i = 0; i < qps; ++i) {
         std::string got;
         int n = 0;
@@ -657,6 +660,8 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
             const std::string text = wb::printable(slot_start + kGrhBytes, len);
             std::printf("receiver %d: \"%s\" from QP 0x%x at %s\n", i + 1, text.c_str(), wc->src_qp,
                         grh_source_ipv4(slot_start).c_str());
+            int k = 0, of = 0;
+            if (std::sscanf(text.c_str(), "datagram %d of %d", &k, &of) == 2) sender_count = of;
             got += (n ? ", \"" : "\"") + text + "\"";
             ++n;
         }
@@ -668,6 +673,9 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
     //    that is still attached to a group (EBUSY, and then its CQs and the
     //    PD are busy too). rdma_destroy_id, after the QPs, leaves the group.
     for (int i = 0; i < qps; ++i) CHECK_RC(ibv_detach_mcast(qp[i].get(), &group_gid, 0));
+    if (sender_count != 0 && sender_count != count)
+        wb::result_error("the sender sent " + std::to_string(sender_count) + " datagrams, the receivers expect " +
+                         std::to_string(count) + ": the two sides' -k differ; give both the same -k");
     if (!all) wb::result_error("not every receiver got every datagram (lines above)");
     std::printf("result: each of %d receivers got all %d datagrams\n", receivers, count);
     return 0;

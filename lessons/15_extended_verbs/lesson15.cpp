@@ -244,7 +244,7 @@ int probe(const wb::Options& opt) {
          : d.atomic_cap == IBV_ATOMIC_HCA ? "atomic_cap ATOMIC_HCA" : "atomic_cap ATOMIC_NONE",
          "lesson 7", "rxe; most InfiniBand and RoCE hardware"},
         {"on-demand paging (ODP)", (dx.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0,
-         "odp_caps.general_caps ODP_SUPPORT", "no lesson", "rxe from Linux 6.14; mlx5 hardware (ConnectX-4 and later)"},
+         "odp_caps.general_caps ODP_SUPPORT", "no lesson", "rxe from Linux 6.15; mlx5 hardware (ConnectX-4 and later)"},
         {"completion timestamps", dx.completion_timestamp_mask != 0, std::string("completion_timestamp_mask ") + ts_mask,
          "no lesson", "not in rxe; mlx4 and mlx5 hardware (hca_core_clock)"},
         {"device memory", dx.max_dm_size > 0, "max_dm_size " + std::to_string(dx.max_dm_size), "no lesson",

@@ -1,0 +1,47 @@
+#!/usr/bin/env bats
+# tests/docs.bats - the pages hold together: every link between README.md and
+# docs/*.md lands on a file and a heading that exist, and each of the facts
+# issue 25 settled is told the one way the lab measured it. Runs on the host.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  cd "$BATS_TEST_DIRNAME/.." || return 1
+}
+
+@test "every link between the pages (README and docs/) lands on a page and a heading that exist" {
+  run python3 tests/helpers/doc_links.py
+  assert_success
+  assert_output "broken 0"
+}
+
+@test "a broken anchor is reported, naming the page and the link" {
+  cp -r README.md docs "$BATS_TEST_TMPDIR/"
+  mkdir -p "$BATS_TEST_TMPDIR/tests/helpers"
+  cp tests/helpers/doc_links.py "$BATS_TEST_TMPDIR/tests/helpers/"
+  echo 'See [nowhere](lesson3-qp-state-machine.md#no-such-heading).' >>"$BATS_TEST_TMPDIR/docs/concepts.md"
+  cd "$BATS_TEST_TMPDIR" || return 1
+  run python3 tests/helpers/doc_links.py
+  assert_failure 1
+  assert_line "docs/concepts.md: missing anchor lesson3-qp-state-machine.md#no-such-heading"
+  assert_line "broken 1"
+}
+
+@test "no page says that capture works only for lessons 4 to 10, or that rxe gained ODP in 6.14" {
+  run grep -n -e '4 *to 10 today' -e 'ODP[^.]*6\.14' -e '6\.14[^.]*ODP' README.md docs/*.md
+  assert_failure 1
+}
+
+@test "the status-12 rows that name the path MTU link to lesson 10's measurement that rxe never completes it" {
+  # The rows of lessons 3, 4, 6 and 8 that name the MTU under status 12 all link to lesson 10's measurement.
+  local f
+  for f in docs/lesson3-qp-state-machine.md docs/lesson4-send-recv.md docs/lesson6-rdma-read.md docs/lesson8-event-driven-cq.md; do
+    run grep -n 'retry counter exceeded (12' "$f"
+    assert_success
+    if grep -qi 'mtu' <<<"$output"; then
+      assert_output --partial 'lesson10-failures.md#mtu-a-path-mtu-larger-than-the-link'
+    fi
+  done
+}
