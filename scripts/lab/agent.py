@@ -306,7 +306,8 @@ class Supervisor:
             args = [a.decode() for a in f.read().split(b"\0") if a]
         log = open(os.path.join(self.state, "qemu.log"), "ab")
         self.qemu = await asyncio.create_subprocess_exec(
-            *args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+            *args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+            preexec_fn=die_with_parent)
         with open(os.path.join(self.state, "qemu.pid"), "w") as f:
             f.write(f"{self.qemu.pid}\n")
         qemu_watch = asyncio.ensure_future(self.watch_qemu())
@@ -362,6 +363,13 @@ class Supervisor:
                 os.unlink(os.path.join(self.state, name))
             except OSError:
                 pass
+
+
+def die_with_parent():
+    """In qemu's child before exec: end qemu if the supervisor ends, even
+    by SIGKILL (prctl PR_SET_PDEATHSIG), so that no guest is orphaned."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 def cmd_up(state, idle):
