@@ -61,7 +61,7 @@ between() {
   assert_equal "${#times[@]} ${#naks[@]}" "2 2"
   between 1.0 "${times[0]}" 1.6
   ((naks[0] >= 10)) || fail "only ${naks[0]} RNR NAKs with min_rnr_timer 12"
-  between 1.25 "${times[1]}" 2.0
+  between 1.25 "${times[1]}" 3.3 # 655 ms slots: 1.31 s, or a later one on a loaded host
   assert_equal "${naks[1]}" 2
   server_said "result: server: rnr-wait: completions IBV_WC_SUCCESS (0), IBV_WC_SUCCESS (0); our QP is IBV_QPS_RTS"
 }

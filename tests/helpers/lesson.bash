@@ -157,7 +157,15 @@ start_helper() {
 # until the test ends (30 s at most), as a peer that stops talking.
 tcp_client() {
   # shellcheck disable=SC2016 # expanded by the helper's bash
-  start_helper "$1" bash -c 'exec 5<>"/dev/tcp/127.0.0.1/$1" || exit 1; eval "$2"; sleep 30' tcp_client "$PORT" "$2"
+  start_helper "$1" bash -c 'exec 5<>"/dev/tcp/127.0.0.1/$1" || exit 1; echo connected; eval "$2"; sleep 30' tcp_client "$PORT" "$2"
+  # Connected before the test goes on, as a client in the test's own shell would be.
+  local i
+  for ((i = 0; i < 200; i++)); do
+    grep -q '^connected$' "$BATS_TEST_TMPDIR/$1.out" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "tcp_client $1: no connection to port $PORT within 10 s" >&2
+  return 1
 }
 
 # Wait up to $2 seconds (default 30) for helper $1; sets HELPER_STATUS (124
