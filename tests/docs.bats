@@ -34,7 +34,7 @@ setup() {
   assert_failure 1
 }
 
-@test "the status-12 rows that name the path MTU link to lesson 10's measurement that rxe never completes it" {
+@test "the status-12 rows that name the path MTU link to lesson 10's measurement of it on rxe" {
   # The rows of lessons 3, 4, 6 and 8 that name the MTU under status 12 all link to lesson 10's measurement.
   local f
   for f in docs/lesson3-qp-state-machine.md docs/lesson4-send-recv.md docs/lesson6-rdma-read.md docs/lesson8-event-driven-cq.md; do
