@@ -103,7 +103,7 @@ run_checks() {
   fi
   links=$(rdma_links "$device")
   check_devices "$device" "$links"
-  check_uverbs
+  check_uverbs "$links"
   check_rdma_cm "$links"
   check_netns
   check_fork
@@ -131,8 +131,11 @@ run_checks() {
     fi
   done <<<"$links"
   if [[ -n $peer ]]; then
-    check_route "$peer" "$links"
-    check_connect "$peer"
+    if check_route "$peer" "$links"; then
+      check_connect "$peer"
+    else
+      report SKIP connect "the route to $peer failed (see route), so no rdma_cm connect was tried"
+    fi
   fi
 }
 

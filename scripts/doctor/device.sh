@@ -59,8 +59,13 @@ check_devices() {
   fi
 }
 
+# check_uverbs LINKS
 check_uverbs() {
   local f files=() bad=()
+  if [[ -z $1 ]]; then
+    report SKIP uverbs "no RDMA device, so no $DEV_ROOT/infiniband/uverbs* to look at"
+    return
+  fi
   for f in "$DEV_ROOT"/infiniband/uverbs*; do
     [[ -e $f ]] || continue
     files+=("${f##*/}")
@@ -228,7 +233,7 @@ check_gid() {
   if [[ -n $v2map ]]; then
     report OK gid "ibv_devinfo -v: $1/$2 GID index ${v2map%% *} = ${v2map#* } (RoCE v2, IPv4-mapped): the one the lessons pick (-g ${v2map%% *})"
   elif [[ -n $v2 ]]; then
-    report WARN gid "ibv_devinfo -v: $1/$2 has $n GIDs, no IPv4-mapped RoCE v2 one; index ${v2%% *} = ${v2#* } (RoCE v2)" \
+    report WARN gid "ibv_devinfo -v: $1/$2 has no IPv4-mapped RoCE v2 GID ($n in the table); index ${v2%% *} = ${v2#* } (RoCE v2)" \
       "$3 has no IPv4 address; the link-local GID reaches only this link and can vanish, and rdma_cm to an IPv4 address fails" \
       "sudo ip addr add 192.0.2.1/24 dev $3 (or an address of your network)"
   elif [[ -n $v1 ]]; then

@@ -7,11 +7,17 @@ readonly NEEDED_PACKAGES="g++ make pkg-config libibverbs-dev librdmacm-dev ibver
 # Wanted for tests, tools and the lab, not for a lesson to run.
 readonly WANTED_PACKAGES="rdmacm-utils perftest bats bats-assert kmod"
 
-# missing_packages "PKG...": the ones dpkg does not have installed, one a line.
+# missing_packages "PKG...": the ones dpkg does not have installed, one a
+# line (one dpkg-query for all: each program costs time in the lab's guest).
 missing_packages() {
-  local p
-  for p in $1; do
-    [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *"ok installed" ]] || echo "$p"
+  local p status names
+  declare -A ok=()
+  read -r -a names <<<"$1"
+  while read -r p status; do
+    [[ $status == *"ok installed" ]] && ok[$p]=1
+  done < <(dpkg-query -W -f='${Package} ${Status}\n' "${names[@]}" 2>/dev/null)
+  for p in "${names[@]}"; do
+    [[ -n ${ok[$p]:-} ]] || echo "$p"
   done
 }
 
@@ -72,7 +78,7 @@ check_memlock() {
   elif has_ipc_lock "$2"; then
     report OK memlock "$1: locked memory ${kb} KiB, but this process has CAP_IPC_LOCK (root), which bypasses it"
   elif ((kb < MEMLOCK_NEED_KB)); then
-    local where="ulimit -l unlimited in this shell if the hard limit allows (ulimit -H -l); else as root, a line '* - memlock unlimited' in /etc/security/limits.conf and a new login"
+    local where="ulimit -l unlimited (if ulimit -H -l allows it; else as root: '* - memlock unlimited' in /etc/security/limits.conf, then log in again)"
     ((kb <= DOCKER_MEMLOCK_KB)) && where+="; in Docker: docker run --ulimit memlock=-1"
     report FAIL memlock "$1: locked memory ${kb} KiB (ulimit -l), under the ${MEMLOCK_NEED_KB} KiB the lessons pin" \
       "registered memory is pinned and counts against this limit: ibv_reg_mr (and on some providers ibv_create_cq, ibv_create_qp) fail with ENOMEM" \

@@ -91,7 +91,13 @@ check_firewall() {
   local out found
   if command -v nft >/dev/null; then
     if ! out=$(nft -a list ruleset 2>&1); then
-      report SKIP firewall "nft -a list ruleset: ${out%%$'\n'*} (reading the rules needs root: sudo scripts/doctor.sh)"
+      if [[ $out == *"Protocol not supported"* ]]; then
+        report OK firewall "nft -a list ruleset: '${out##*: }': nf_tables is not loaded, so no nft rule drops anything"
+      elif [[ $out == *"Operation not permitted"* ]]; then
+        report SKIP firewall "nft -a list ruleset: '${out##*: }': reading the rules needs root (sudo scripts/doctor.sh)"
+      else
+        report SKIP firewall "nft -a list ruleset failed: ${out%%$'\n'*}"
+      fi
       return
     fi
     found=$(nft_blocking "$out")
@@ -103,7 +109,7 @@ check_firewall() {
         "sudo nft delete rule $fam $tab $chain handle $handle"
       return
     fi
-    report OK firewall "nft -a list ruleset: no rule drops UDP $ROCE_PORT or TCP $EXCHANGE_PORT ($(grep -c 'handle' <<<"$out") rules and chains)"
+    report OK firewall "nft -a list ruleset: no rule drops UDP $ROCE_PORT or TCP $EXCHANGE_PORT"
     return
   fi
   if command -v iptables-save >/dev/null; then
@@ -154,7 +160,8 @@ check_route() {
     [[ $out =~ \ dev\ ([^ ]+) ]] && nd=${BASH_REMATCH[1]}
   fi
   if [[ " $rdma_nds " == *" ${nd:-?} "* ]]; then
-    report OK route "ip route get $peer: ${out%%$'\n'*} (${nd} carries an RDMA device)"
+    out=${out%%$'\n'*}
+    report OK route "ip route get $peer: ${out% } (${nd} carries an RDMA device)"
     return 0
   fi
   report FAIL route "ip route get $peer: ${out%%$'\n'*}: through ${nd:-?}, which has no RDMA device (those with one:${rdma_nds:- none})" \
