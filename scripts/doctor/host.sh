@@ -29,8 +29,11 @@ check_packages() {
       "install the equivalents of: $NEEDED_PACKAGES (scripts/install_deps.sh lists them)"
     return
   fi
-  missing=$(missing_packages "$NEEDED_PACKAGES" | tr '\n' ' ')
-  wanted=$(missing_packages "$WANTED_PACKAGES" | tr '\n' ' ')
+  local p
+  missing='' wanted=''
+  for p in $(missing_packages "$NEEDED_PACKAGES $WANTED_PACKAGES"); do
+    if [[ " $NEEDED_PACKAGES " == *" $p "* ]]; then missing+="$p "; else wanted+="$p "; fi
+  done
   if [[ -n $missing ]]; then
     local why="the lessons cannot build or run without them"
     [[ $missing == *ibverbs-providers* ]] && why+="; without ibverbs-providers (librxe and the other providers) ibv_devices lists nothing"
