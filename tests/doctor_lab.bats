@@ -97,7 +97,7 @@ section() {
 
 @test "the port down (ip link set dummy0 down): FAIL port and netdev, fixed by ip link set dummy0 up" {
   section port_down
-  assert_line "FAIL  port      rdma link show: rxe0/1 state DOWN, physical_state DISABLED on dummy0; cause: the netdev under it, dummy0, is down: the port is DOWN with it and every lesson fails with 'port 1 is DOWN, not ACTIVE'; fix: sudo ip link set dummy0 up"
+  assert_line "FAIL  port      rdma link show: rxe0/1 state DOWN, physical_state DISABLED on dummy0; cause: the netdev under it, dummy0, is down: the port is DOWN with it and every lesson fails with 'port 1 is down, not ACTIVE'; fix: sudo ip link set dummy0 up"
   assert_line --regexp "^FAIL  netdev    .*dummy0 is down; .*fix: sudo ip link set dummy0 up$"
   assert_equal "$section_status" 1
 }

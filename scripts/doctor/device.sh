@@ -163,7 +163,7 @@ check_port() {
   if [[ $4 == ACTIVE ]]; then
     report OK port "$what"
   elif [[ $3 != - ]] && ! netdev_up "$3"; then
-    report FAIL port "$what" "the netdev under it, $3, is down: the port is DOWN with it and every lesson fails with 'port 1 is DOWN, not ACTIVE'" "sudo ip link set $3 up"
+    report FAIL port "$what" "the netdev under it, $3, is down: the port is DOWN with it and every lesson fails with 'port 1 is down, not ACTIVE'" "sudo ip link set $3 up"
   elif [[ $4 == INIT ]]; then
     report FAIL port "$what" "an InfiniBand port stays INIT until a subnet manager configures it" "sudo systemctl start opensm (on one host of the fabric)"
   else
