@@ -163,6 +163,13 @@ setup() {
   assert_output --regexp "^FAIL  devices   rdma link show: no RDMA device, although rdma_rxe is loaded; cause: .*fix: sudo scripts/setup_rxe.sh up"
 }
 
+@test "devices: no device and no rdma_rxe module on disk is a FAIL that points to the lab" {
+  run -0 doctor_check check_devices "" ""
+  assert_output --regexp "^FAIL  devices   rdma link show: no RDMA device; modinfo rdma_rxe: not found; .*fix: make tour "
+  FAKE_MODULES=rdma_rxe run -0 doctor_check check_devices "" ""
+  assert_output --regexp "^FAIL  devices   .*rdma_rxe absent; .*fix: sudo scripts/setup_rxe.sh up "
+}
+
 @test "devices: rxe0 on dummy0 is OK, read from rdma link show" {
   given_lab_rxe
   local links

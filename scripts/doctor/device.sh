@@ -52,6 +52,10 @@ check_devices() {
     report FAIL devices "rdma link show: no RDMA device, although rdma_rxe is loaded" \
       "no rxe device was added, or it was deleted (rdma link delete); every lesson fails with 'no RDMA devices found'" \
       "sudo scripts/setup_rxe.sh up (adds rxe0 on the first Ethernet netdev with an IPv4 address; needs root)"
+  elif ! modinfo -F filename rdma_rxe >/dev/null 2>&1; then
+    report FAIL devices "rdma link show: no RDMA device; modinfo rdma_rxe: not found" \
+      "no RDMA NIC's driver has a device here, and this kernel ($(uname -r)) has no Soft-RoCE module" \
+      "make tour (the lessons in the lab: scripts/lab.sh shell), or a kernel with rdma_rxe (docs/soft-roce.md)"
   else
     report FAIL devices "rdma link show: no RDMA device; $SYSFS_ROOT/module/rdma_rxe absent" \
       "no RDMA NIC's driver has a device here, and Soft-RoCE is not set up" \
