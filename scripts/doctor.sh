@@ -25,7 +25,7 @@
 #   kernel    /sys/class/infiniband, /sys/module, modinfo rdma_rxe: RDMA in this kernel
 #   devices   rdma link show: the RDMA devices, their ports and netdevs
 #   uverbs    /dev/infiniband/uverbs*: the device files libibverbs opens
-#   rdma_cm   /dev/infiniband/rdma_cm, /sys/module/rdma_ucm: what librdmacm opens
+#   rdma_cm   /dev/infiniband/rdma_cm: what librdmacm opens (module rdma_ucm)
 #   netns     rdma system show, /proc/self/ns/net: the network namespace
 #   fork      rdma system show: does the kernel copy registered pages on fork()
 #   firewall  nft list ruleset or iptables-save: UDP 4791 (RoCE v2), TCP 18515
@@ -46,7 +46,8 @@
 # scripts/lab.sh shell), and still checks packages, memlock and the lab.
 #
 # Environment (tests point these at fakes): SYSFS_ROOT=/sys PROC_ROOT=/proc
-# DEV_ROOT=/dev IBV_CONFIG_DIR=/etc/libibverbs.d LAB_CACHE (the lab's cache).
+# DEV_ROOT=/dev IBV_CONFIG_DIR=/etc/libibverbs.d IBV_PROVIDER_DIR (where the
+# provider libraries are) LAB_CACHE (the lab's cache).
 #
 # Exit status: 0 nothing failed (WARN is not a failure), 1 a check failed,
 # 2 misuse.
