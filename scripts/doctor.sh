@@ -14,8 +14,10 @@
 #   --device DEV  look only at RDMA device DEV (default: every device)
 #   --peer HOST   also check the way to HOST, an IP address of a second host
 #                 (or this one): the route to it leaves through an RDMA
-#                 netdev (not loopback), and a real rdma_cm connect to
-#                 ./lesson9's server there (start `./lesson9` on HOST first)
+#                 netdev (not loopback), a real rdma_cm connect to
+#                 ./lesson9's server there, and a real 8 KiB transfer to
+#                 rping's (start `./lesson9` and `rping -s -S 8192 -C 1`
+#                 on HOST first)
 #
 # Checks, in the order they run:
 #   packages  dpkg: the Debian packages the lessons need (scripts/install_deps.sh)
@@ -39,6 +41,8 @@
 #   and with --peer HOST:
 #   route     ip route get HOST: HOST is reached through an RDMA netdev
 #   connect   ./lesson9 HOST 1 2: a real rdma_cm connection to lesson 9's server
+#   transfer  rping -c -a HOST -S 8192: a real 8 KiB RDMA transfer to rping's
+#             server there (rping -s -S 8192 -C 1): the two hosts' MTUs agree
 #
 # It only reads: sysfs, /proc, /dev, `rdma` (iproute2), libibverbs (through
 # ibv_devinfo), dpkg-query, modinfo, nft/iptables listings. It changes nothing.
@@ -134,8 +138,9 @@ run_checks() {
   if [[ -n $peer ]]; then
     if check_route "$peer" "$links"; then
       check_connect "$peer"
+      check_transfer "$peer" "$links"
     else
-      report SKIP connect "the route to $peer failed (see route), so no rdma_cm connect was tried"
+      skip_checks "connect transfer" "the route to $peer failed (see route), so nothing was sent"
     fi
   fi
 }

@@ -354,3 +354,15 @@ EOF
   FAKE_L9=unreach run -0 doctor_check check_connect 192.0.2.2
   assert_output --regexp "^FAIL  connect   \./lesson9 192\.0\.2\.2 1 2: expected RDMA_CM_EVENT_ESTABLISHED, got RDMA_CM_EVENT_UNREACHABLE \(status -110\); cause: is UDP 4791 open\?; fix: "
 }
+
+@test "transfer: rping's 8 KiB arriving is OK; no server is a WARN; connected then stalled is a FAIL naming the MTUs" {
+  given_lab_rxe
+  local links="rxe0/1 dummy0 ACTIVE LINK_UP"
+  run -0 doctor_check check_transfer 192.0.2.2 "$links"
+  assert_output "OK    transfer  rping -c -a 192.0.2.2 -S 8192 -C 1: the 8192-byte RDMA transfer completed (here: dummy0 MTU 1500)"
+  assert_ran "rping -c -a 192.0.2.2 -S 8192 -C 1 -v -d"
+  FAKE_RPING=rejected run -0 doctor_check check_transfer 192.0.2.2 "$links"
+  assert_output --regexp "^WARN  transfer  .*rejected: no rping server there; .*fix: on 192\.0\.2\.2: rping -s -S 8192 -C 1, then"
+  FAKE_RPING=stall run -0 doctor_check check_transfer 192.0.2.2 "$links"
+  assert_output --regexp "^FAIL  transfer  rping -c -a 192\.0\.2\.2 -S 8192 -C 1: connected, but the 8192-byte transfer did not complete in 15 s \(here: dummy0 MTU 1500\); cause: the two hosts' MTUs differ.*fix: the same MTU on both hosts: sudo ip link set dummy0 mtu M"
+}

@@ -6,9 +6,11 @@
 # it: the doctor on the healthy guest, then each thing broken for real in
 # turn (a memlock limit, a netdev with no address, the device deleted, the
 # provider hidden, the port down, a firewall rule, rdma_cm on 127.0.0.1),
-# the doctor after each, and the thing put back. The guest is thrown away
-# after, so no other suite's guest is touched. Each test reads one framed
-# section of that run. The same checks against stubs: tests/doctor.bats.
+# the doctor after each, and the thing put back; then one `lab.sh pair` run
+# with the two guests' MTUs apart. The guests are thrown away after, so no
+# other suite's guest is touched. Each test reads one framed section of
+# that run (or the pair's [b] lines). The same checks against stubs:
+# tests/doctor.bats.
 #
 #   bats tests/doctor_lab.bats
 
@@ -25,6 +27,14 @@ setup_file() {
   (cd "$top" && scripts/lab.sh run --timeout 600 -- tests/helpers/doctor_breakages.sh "$kroot") \
     >"$BATS_FILE_TMPDIR/out" 2>&1
   echo $? >"$BATS_FILE_TMPDIR/status"
+  # The two hosts' MTUs apart: one pair run. a (MTU 1500) serves lesson 9
+  # and rping; b raises its MTU to 9000 (active_mtu 4096) and runs the
+  # doctor with --peer a.
+  # shellcheck disable=SC2016 # expanded in the guests
+  (cd "$top" && scripts/lab.sh pair --timeout 400 --ready listening \
+    --a './lesson9 --timeout 90 >/dev/null 2>&1 & timeout 90 rping -s -S 8192 -C 1 >/dev/null 2>&1 & sleep 1; echo listening; wait' \
+    --b 'ip link set eth0 mtu 9000 && sleep 1 && scripts/doctor.sh --peer 192.0.2.1; echo "doctor exit $?"') \
+    >"$BATS_FILE_TMPDIR/pair" 2>&1
 }
 
 setup() {
@@ -54,10 +64,11 @@ section() {
   assert_equal "$section_status" 0
 }
 
-@test "--peer with lesson 9's server on the guest's own address: route and a real rdma_cm connect are OK" {
+@test "--peer with lesson 9's and rping's servers on the guest's own address: route, connect and transfer are OK" {
   section peer_ok
   assert_line --regexp "^OK    route     ip route get 192\.0\.2\.1: .*\(dummy0 carries an RDMA device\)$"
   assert_line --regexp "^OK    connect   \./lesson9 192\.0\.2\.1 1 2: connected through rdma_cm and got 'result: 1 \+ 2 = 3'"
+  assert_line --regexp "^OK    transfer  rping -c -a 192\.0\.2\.1 -S 8192 -C 1: the 8192-byte RDMA transfer completed"
   assert_equal "$section_status" 0
 }
 
@@ -122,4 +133,12 @@ section() {
   section restored
   refute_line --regexp "^(WARN|FAIL)"
   assert_equal "$section_status" 0
+}
+
+@test "two hosts' MTUs apart (9000 here, 1500 there): connect is OK but the 8 KiB transfer stalls: FAIL transfer, naming the MTU" {
+  run sed -n 's/^\[b\] //p' "$BATS_FILE_TMPDIR/pair"
+  assert_line --regexp "^OK    mtu       eth0 MTU 9000, ibv_devinfo: rxe0/1 active_mtu 4096"
+  assert_line --regexp "^OK    connect   \./lesson9 192\.0\.2\.1 1 2: connected through rdma_cm"
+  assert_line --regexp "^FAIL  transfer  rping -c -a 192\.0\.2\.1 -S 8192 -C 1: connected, but the 8192-byte transfer did not complete in 15 s \(here: eth0 MTU 9000\); cause: the two hosts' MTUs differ.*fix: the same MTU on both hosts: sudo ip link set eth0 mtu M"
+  assert_line "doctor exit 1"
 }

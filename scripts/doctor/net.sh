@@ -196,3 +196,45 @@ check_connect() {
     "${hint#lesson9: check: }" \
     "run scripts/doctor.sh on $peer too (its firewall, port and netdev), and start ./lesson9 there"
 }
+
+readonly TRANSFER_BYTES=8192 # several packets at every IB MTU: 2 at 4096, 8 at 1024
+
+# check_transfer PEER LINKS: a real RDMA transfer of TRANSFER_BYTES through
+# rdma_cm to `rping -s` on PEER (rdmacm-utils). rdma_cm takes the path MTU
+# from the connecting side's netdev: when the other host's MTU is smaller,
+# the connection is made but the big packets are lost, and the transfer
+# stalls (measured in the lab: 9000 against 1500, rping -S 8000 never ends).
+check_transfer() {
+  local peer=$1 out status=0 mtus='' _l nd _s _p m
+  while read -r _l nd _s _p; do
+    [[ -n $nd && $nd != - ]] || continue
+    m=$(rd "$SYSFS_ROOT/class/net/$nd/mtu") && mtus+="$nd MTU $m, "
+  done <<<"$2"
+  mtus=${mtus%, }
+  if ! command -v rping >/dev/null; then
+    report SKIP transfer "rping: not found (sudo apt install rdmacm-utils), so no transfer was tried"
+    return
+  fi
+  # Line-buffered, so that rping's debug lines (ESTABLISHED) survive timeout's kill.
+  out=$(timeout 15 stdbuf -oL -eL rping -c -a "$peer" -S "$TRANSFER_BYTES" -C 1 -v -d 2>&1) || status=$?
+  if ((status == 0)) && [[ $out == *"ping data"* ]]; then
+    report OK transfer "rping -c -a $peer -S $TRANSFER_BYTES -C 1: the $TRANSFER_BYTES-byte RDMA transfer completed (here: ${mtus:-no netdev})"
+  elif [[ $out == *REJECTED* ]]; then
+    report WARN transfer "rping -c -a $peer -S $TRANSFER_BYTES -C 1: rejected: no rping server there" \
+      "the transfer test needs rping's server on $peer" \
+      "on $peer: rping -s -S $TRANSFER_BYTES -C 1, then scripts/doctor.sh --peer $peer again"
+  elif ((status == 124)) && [[ $out == *ESTABLISHED* ]]; then
+    report FAIL transfer "rping -c -a $peer -S $TRANSFER_BYTES -C 1: connected, but the $TRANSFER_BYTES-byte transfer did not complete in 15 s (here: $mtus)" \
+      "the two hosts' MTUs differ: rdma_cm took the path MTU from this side's netdev, and packets that size are lost on the way to or on the smaller side; the lessons stall or end in IBV_WC_RETRY_EXC_ERR" \
+      "the same MTU on both hosts: sudo ip link set ${mtus%% *} mtu M, with M the other host's MTU (its doctor's netdev line)"
+  elif ((status == 124)); then
+    report FAIL transfer "rping -c -a $peer -S $TRANSFER_BYTES -C 1: no connection and no answer within 15 s (here: $mtus)" \
+      "rdma_cm's packets or the transfer's are lost on the way: a firewall on either host (UDP $ROCE_PORT), or the two hosts' MTUs apart" \
+      "run scripts/doctor.sh on $peer too, and compare its netdev line's MTU with this one"
+  else
+    out=$(grep -m1 -iE 'error|fail|event' <<<"$out")
+    report FAIL transfer "rping -c -a $peer -S $TRANSFER_BYTES -C 1: ${out:-exit $status}" \
+      "the connection or the transfer failed" \
+      "run scripts/doctor.sh on $peer too (its firewall, port and netdev)"
+  fi
+}

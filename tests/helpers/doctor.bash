@@ -21,7 +21,7 @@ doctor_setup() {
   local t
   stubs_setup
   cp "$DOCTOR_HELPERS"/doctor_stubs/* "$STUB_BIN/"
-  for t in dirname sed tr wc readlink timeout ldd head; do
+  for t in dirname sed tr wc readlink timeout ldd head stdbuf; do
     ln -sf "$(command -v "$t")" "$SYS_BIN/$t"
   done
   export DEV_ROOT="$BATS_TEST_TMPDIR/dev"

@@ -48,15 +48,18 @@ wait_active() {
 
 section healthy "$DOCTOR"
 
-# A real rdma_cm connection to lesson 9's server on this guest's own address.
+# A real rdma_cm connection to lesson 9's server, and a real transfer to
+# rping's, on this guest's own address.
 peer_ok() {
   ./lesson9 --timeout 60 >/dev/null 2>&1 &
   local server=$!
+  timeout 60 rping -s -S 8192 -C 1 >/dev/null 2>&1 &
+  local rping=$!
   sleep 1
   "$DOCTOR" --peer 192.0.2.1
   local status=$?
-  kill "$server" 2>/dev/null
-  wait "$server" 2>/dev/null
+  kill "$server" "$rping" 2>/dev/null
+  wait "$server" "$rping" 2>/dev/null
   return "$status"
 }
 section peer_ok peer_ok
