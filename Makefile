@@ -10,6 +10,8 @@
 #   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list)
 #   make bench      lesson 11 beside perftest, then the levers; table, CSVs and plots in bench/
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
+#   make doctor     check this machine: one line per check, OK/WARN/FAIL, each with its fix
+#                   (scripts/doctor.sh; -h lists the checks, --device DEV, --peer HOST)
 #   make clean
 #
 # `make` builds in parallel, one job per core; `make -j1` still builds one at a time.
@@ -49,7 +51,7 @@ COMMON_LIB  := build/libworkbook.a
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 
-.PHONY: all check tour deps capture captures wireshark-profile clean units exercises grade bench
+.PHONY: all check tour deps doctor capture captures wireshark-profile clean units exercises grade bench
 all: $(LESSONS)
 
 build/common/%.o: common/%.cpp $(wildcard common/*.hpp) mk/flags.mk
@@ -90,6 +92,10 @@ exercises: $(EX_BINS)
 
 deps:
 	@scripts/install_deps.sh
+
+# Reads this machine and changes nothing; needs no build and no packages.
+doctor:
+	@scripts/doctor.sh
 
 # The exercises are built here, with every core, before the suites start
 # side by side (tests/grade.bats would build them in one lane). A starter you

@@ -224,11 +224,11 @@ void check_cm_event(const rdma_cm_event* ev, rdma_cm_event_type expected) {
     switch (ev->event) {
     case RDMA_CM_EVENT_ADDR_ERROR:
         hint = "is HOST an IP address reachable through an RDMA netdev (rdma link show; ip route get HOST)? "
-               "in a container or network namespace rdma_cm may not see the device";
+               "in a container or network namespace rdma_cm may not see the device (scripts/doctor.sh --peer HOST checks this)";
         break;
     case RDMA_CM_EVENT_ROUTE_ERROR: hint = "is there a route to HOST over the RDMA netdev? (ip route get HOST)"; break;
     case RDMA_CM_EVENT_UNREACHABLE:
-        hint = "the server's CM never answered: is it running there? is UDP 4791 open? is HOST right?";
+        hint = "the server's CM never answered: is it running there? is UDP 4791 open? is HOST right? (scripts/doctor.sh --peer HOST checks this)";
         break;
     case RDMA_CM_EVENT_REJECTED:
         hint = ev->status == kRejectNoListener

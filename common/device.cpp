@@ -14,13 +14,13 @@ Context open_device(const std::string& name) {
     int n = 0;
     const std::string hint = std::string("is the ib_uverbs module loaded? ENOSYS: this kernel has no RDMA; "
                                          "run in the lab: scripts/lab.sh shell (or scripts/lab.sh run -- ./") +
-                             program_name() + " ...)";
+                             program_name() + " ...) (make doctor checks this)";
     ibv_device** list = CHECK_PTR(ibv_get_device_list(&n), hint.c_str());
     if (n == 0) {
         ibv_free_device_list(list);
         fail("no RDMA devices found",
              "set up Soft-RoCE (sudo scripts/setup_rxe.sh up), or run in the lab "
-             "(scripts/lab.sh shell); is ibverbs-providers installed?");
+             "(scripts/lab.sh shell); is ibverbs-providers installed? (make doctor checks this)");
     }
     ibv_device* dev = nullptr;
     std::string names;
@@ -34,7 +34,7 @@ Context open_device(const std::string& name) {
         fail("no RDMA device named '" + name + "'", "the devices here are: " + names);
     }
     // The context stays valid after the list is freed (ibv_get_device_list(3)).
-    Context ctx{CHECK_PTR(ibv_open_device(dev), "do you have read/write access to /dev/infiniband/uverbs*?")};
+    Context ctx{CHECK_PTR(ibv_open_device(dev), "do you have read/write access to /dev/infiniband/uverbs*? (make doctor checks this)")};
     ibv_free_device_list(list);
     return ctx;
 }
@@ -89,7 +89,7 @@ PortAddress choose_address(ibv_context* ctx, int port, int gid_index) {
     CHECK_RC(ibv_query_port(ctx, a.port, &a.attr), "does the device have this port? see ibv_devinfo");
     if (a.attr.state != IBV_PORT_ACTIVE)
         fail("port " + std::to_string(port) + " is " + ibv_port_state_str(a.attr.state) + ", not ACTIVE",
-             "is the netdev under it up? (ip link; rdma link; ibv_devinfo)");
+             "is the netdev under it up? (ip link; rdma link; ibv_devinfo) (make doctor checks this)");
     a.roce = a.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
 
     if (gid_index >= 0) {  // -g given: use it, but never a zero or unreadable GID
@@ -127,7 +127,7 @@ PortAddress choose_address(ibv_context* ctx, int port, int gid_index) {
     }
     if (!best)
         fail("port " + std::to_string(port) + " has no usable RoCE GID",
-             "does the netdev under the device have an IP address? (ip addr; ibv_devinfo -v)");
+             "does the netdev under the device have an IP address? (ip addr; ibv_devinfo -v) (make doctor checks this)");
     a.gid_index = static_cast<int>(best->gid_index);
     a.gid = best->gid;
     a.gid_type = gid_type_str(best->gid_type);

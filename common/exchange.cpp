@@ -199,7 +199,8 @@ Connection connect_to(const std::string& host, uint16_t port, int timeout_s, con
     fail("could not connect to " + host + ":" + service + " within " + std::to_string(timeout_s) +
              " s (" + std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts") + ", last: " + last_error + ")",
          "is the server running there with the same -p? is TCP port " + service +
-             " open in the firewall? is " + host + " the server's address (a wrong one fails the same way)?");
+             " open in the firewall (make doctor checks this)? is " + host +
+             " the server's address (a wrong one fails the same way)?");
 }
 
 void send_all(Connection& c, std::span<const uint8_t> data) {

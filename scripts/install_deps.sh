@@ -15,6 +15,7 @@ packages=(
   iproute2 kmod                           # the `rdma` tool, modprobe/depmod
   bats bats-support bats-assert bats-file # the test suites
   shellcheck shfmt                        # the shell style test (tests/shell_style.bats)
+  nftables                                # make doctor reads the firewall (nft list ruleset); tests/doctor_lab.bats breaks it
   strace                                  # exercise 2.1's grader watches the kernel refuse; make bench counts doorbells
   gnuplot-nox                             # make bench's plots (PNG, no X)
   qemu-system-x86 busybox-static cpio     # the Soft-RoCE lab (scripts/lab.sh)

@@ -31,7 +31,7 @@ is_shell() {
 shell_files() {
   local file
   git ls-files --cached --others --exclude-standard -- \
-    'scripts/*' .ci/run tests/run.sh 'tests/helpers/*.bash' 'tests/helpers/stubs/*' 'lessons/*/exercises/*/grade.bash' |
+    'scripts/*' .ci/run tests/run.sh 'tests/helpers/*.bash' 'tests/helpers/*.sh' 'tests/helpers/stubs/*' 'tests/helpers/doctor_stubs/*' 'lessons/*/exercises/*/grade.bash' |
     while read -r file; do
       [[ -f $file ]] && is_shell "$file" && echo "$file"
     done
@@ -46,6 +46,8 @@ shell_files() {
   assert_line tests/run.sh
   assert_line tests/helpers/stubs.bash
   assert_line tests/helpers/stubs/rdma
+  assert_line tests/helpers/doctor_breakages.sh
+  assert_line tests/helpers/doctor_stubs/rping
   assert_line scripts/grade.sh
   assert_line lessons/01_device_query/exercises/1.1/grade.bash
   refute_line tests/helpers/fake_peer.py

@@ -106,7 +106,7 @@ Recommendation show_device(ibv_device* dev, int explain_port, int gid_given) {
 
     // Open it: the context is our handle to the device for every later verb.
     // wb::Context calls ibv_close_device when it goes out of scope.
-    wb::Context ctx{CHECK_PTR(ibv_open_device(dev), "do you have read/write access to /dev/infiniband/uverbs*?")};
+    wb::Context ctx{CHECK_PTR(ibv_open_device(dev), "do you have read/write access to /dev/infiniband/uverbs*? (make doctor checks this)")};
 
     // The device's limits. These are upper bounds the device accepts, not
     // what is free right now: other processes share them.
@@ -241,14 +241,14 @@ int main(int argc, char** argv) {
     int num = 0;
     ibv_device** list = CHECK_PTR(ibv_get_device_list(&num),
                                   "is the ib_uverbs module loaded? ENOSYS: this kernel has no RDMA; "
-                                  "run in the lab: scripts/lab.sh run -- ./lesson1");
+                                  "run in the lab: scripts/lab.sh run -- ./lesson1 (make doctor checks this)");
     std::printf("ibv_get_device_list: %d device(s):", num);
     for (int i = 0; i < num; ++i) std::printf(" %s", ibv_get_device_name(list[i]));
     std::printf("\n");
     if (num == 0) {
         ibv_free_device_list(list);
         wb::fail("no RDMA devices found", "set up Soft-RoCE (sudo scripts/setup_rxe.sh up) or run in the lab "
-                                          "(scripts/lab.sh run -- ./lesson1); is ibverbs-providers installed?");
+                                          "(scripts/lab.sh run -- ./lesson1); is ibverbs-providers installed? (make doctor checks this)");
     }
 
     // 2. Each device (or the one named by -d): open it and query it.

@@ -161,10 +161,10 @@ int main(int argc, char** argv) {
     const uint32_t recv_len = is_server ? kRecvBufferBytes : sizeof(wb::SumResponse);
     wb::Buffer recv_buf = wb::alloc_buffer(recv_len);
     wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), recv_len, IBV_ACCESS_LOCAL_WRITE),
-                                       "ulimit -l: is locked memory limited?")};
+                                       "ulimit -l: is locked memory limited? (make doctor checks this)")};
     wb::Buffer send_buf = wb::alloc_buffer(kMaxSendBytes);
     wb::MemoryRegion send_mr{CHECK_PTR(ibv_reg_mr(pd.get(), send_buf.get(), kMaxSendBytes, 0),
-                                       "ulimit -l: is locked memory limited?")};
+                                       "ulimit -l: is locked memory limited? (make doctor checks this)")};
 
     // 4. RESET -> INIT (lesson 3's first transition): a QP accepts receives
     //    from INIT on. The peer may do nothing to our memory: remote access 0.

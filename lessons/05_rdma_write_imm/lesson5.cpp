@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
         wb::Buffer buf = wb::alloc_buffer(buffer_bytes);
         wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), buffer_bytes,
                                                  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE),
-                                      "ulimit -l: is locked memory limited?")};
+                                      "ulimit -l: is locked memory limited? (make doctor checks this)")};
         std::printf("server: offering %u bytes at 0x%llx, rkey 0x%x (REMOTE_WRITE + LOCAL_WRITE)\n", buffer_bytes,
                     static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(buf.get())), mr->rkey);
 
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
     const uint32_t length = static_cast<uint32_t>(message.size());
     wb::Buffer buf = wb::alloc_buffer(length);
     std::memcpy(buf.get(), message.data(), length);
-    wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), length, 0), "ulimit -l: is locked memory limited?")};
+    wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), length, 0), "ulimit -l: is locked memory limited? (make doctor checks this)")};
 
     // 4. RESET -> INIT. The server does nothing to our memory: remote access 0.
     //    (No receive to post: the server never sends to us.)

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
         wb::Buffer buf = wb::alloc_buffer(text.size());
         std::memcpy(buf.get(), text.data(), text.size());
         wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), text.size(), IBV_ACCESS_REMOTE_READ),
-                                      "ulimit -l: is locked memory limited?")};
+                                      "ulimit -l: is locked memory limited? (make doctor checks this)")};
         std::printf("server: exposing %zu bytes at 0x%llx, rkey 0x%x (IBV_ACCESS_REMOTE_READ only)\n",
                     text.size(), static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(buf.get())), mr->rkey);
 
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     //    the response data into it; no peer may touch it, so no REMOTE_* flag.
     wb::Buffer buf = wb::alloc_buffer(kClientBufferSize);
     wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), kClientBufferSize, IBV_ACCESS_LOCAL_WRITE),
-                                  "ulimit -l: is locked memory limited?")};
+                                  "ulimit -l: is locked memory limited? (make doctor checks this)")};
 
     // 4. Out-of-band exchange: we learn the server's QP and where its text is.
     const std::string& host = opt.args[0];

@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
     //    may do nothing to our memory, so no REMOTE_* flag.
     wb::Buffer result = wb::alloc_buffer(sizeof(uint64_t));
     wb::MemoryRegion result_mr{CHECK_PTR(ibv_reg_mr(pd.get(), result.get(), sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE),
-                                         "ulimit -l: is locked memory limited?")};
+                                         "ulimit -l: is locked memory limited? (make doctor checks this)")};
 
     // 4. Out-of-band exchange: the server's QP, and where its words are.
     wb::Connection conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);

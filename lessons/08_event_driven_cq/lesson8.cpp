@@ -245,10 +245,10 @@ int main(int argc, char** argv) {
     constexpr size_t kBytes = size_t{kMaxRequests} * kSlotBytes;
     wb::Buffer recv_buf = wb::alloc_buffer(kBytes);
     wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), kBytes, IBV_ACCESS_LOCAL_WRITE),
-                                       "ulimit -l: is locked memory limited?")};
+                                       "ulimit -l: is locked memory limited? (make doctor checks this)")};
     wb::Buffer send_buf = wb::alloc_buffer(kBytes);
     wb::MemoryRegion send_mr{CHECK_PTR(ibv_reg_mr(pd.get(), send_buf.get(), kBytes, 0),
-                                       "ulimit -l: is locked memory limited?")};
+                                       "ulimit -l: is locked memory limited? (make doctor checks this)")};
 
     // 3. New: the completion channel, a file descriptor the CQ raises events
     //    on. Non-blocking, so that ibv_get_cq_event can never block: we wait

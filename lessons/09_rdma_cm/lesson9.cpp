@@ -193,10 +193,10 @@ int main(int argc, char** argv) {
         // route (on RoCE the peer's GID and next hop, on InfiniBand a path
         // record from the subnet manager).
         CHECK_ERRNO(rdma_resolve_addr(id.get(), nullptr, ip_addr, kResolveTimeoutMs),
-                    "is HOST reachable through an RDMA netdev? (ip route get HOST; rdma link show)");
+                    "is HOST reachable through an RDMA netdev? (ip route get HOST; rdma link show) (scripts/doctor.sh --peer HOST checks this)");
         CHECK_ERRNO(rdma_ack_cm_event(next_cm_event(ec.get(), RDMA_CM_EVENT_ADDR_RESOLVED, opt.timeout_s)));
         CHECK_ERRNO(rdma_resolve_route(id.get(), kResolveTimeoutMs),
-                    "HOST must be an address on the peer's RDMA netdev; loopback (127.0.0.1) is not one");
+                    "HOST must be an address on the peer's RDMA netdev; loopback (127.0.0.1) is not one (scripts/doctor.sh --peer HOST checks this)");
         CHECK_ERRNO(rdma_ack_cm_event(next_cm_event(ec.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, opt.timeout_s)));
     }
     const char* dev = ibv_get_device_name(id->verbs->device);
@@ -237,10 +237,10 @@ int main(int argc, char** argv) {
     const uint32_t recv_len = is_server ? kRecvBufferBytes : sizeof(wb::SumResponse);
     wb::Buffer recv_buf = wb::alloc_buffer(recv_len);
     wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), recv_len, IBV_ACCESS_LOCAL_WRITE),
-                                       "ulimit -l: is locked memory limited?")};
+                                       "ulimit -l: is locked memory limited? (make doctor checks this)")};
     wb::Buffer send_buf = wb::alloc_buffer(kMaxSendBytes);
     wb::MemoryRegion send_mr{CHECK_PTR(ibv_reg_mr(pd.get(), send_buf.get(), kMaxSendBytes, 0),
-                                       "ulimit -l: is locked memory limited?")};
+                                       "ulimit -l: is locked memory limited? (make doctor checks this)")};
 
     // 4. RESET -> INIT (lesson 3's first transition): rdma_create_qp did it,
     //    on the port rdma_cm chose. A QP accepts receives from INIT on.

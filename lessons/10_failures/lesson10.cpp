@@ -222,7 +222,7 @@ void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey = 0, uin
 // Register our buffer for exactly `access` (each scenario says why).
 void register_buffer(Side& s, int access) {
     s.mr.reset(CHECK_PTR(ibv_reg_mr(s.pd.get(), s.buf.get(), kBufferBytes, access),
-                         "ulimit -l: is locked memory limited?"));
+                         "ulimit -l: is locked memory limited? (make doctor checks this)"));
 }
 
 // The out-of-band exchange (lesson 4), offering our buffer and its rkey.
