@@ -12,6 +12,9 @@
 #   the one that is up (make grade, make tour). Without a device here they
 #   get a second lab of their own (LAB_UP_DIR), so that they run beside the
 #   rxe suites without sharing a device with them.
+# - "# uses: pair": the capture suites, whose `lab.sh pair` runs (make
+#   capture) go through a pair of guests that stays up for them
+#   (scripts/lab.sh up --pair, LAB_PAIR_DIR): two boots for all of them.
 # - "# runs-on: lab-guest": suites that change the device itself (setup_rxe.sh
 #   up and down): Bats runs inside a throw-away guest of their own
 #   (scripts/lab.sh run), so that the shared lab's rxe0 is never touched.
@@ -100,12 +103,14 @@ if ! make -q all units 2>/dev/null; then
   fi
 fi
 
-host_suites=() device_suites=() lab_suites=() guest_suites=()
+host_suites=() device_suites=() lab_suites=() guest_suites=() pair_suites=()
 for s in "${suites[@]}"; do
   if grep -q '^# runs-on: rxe$' "$s"; then
     device_suites+=("$s")
   elif grep -q '^# uses: lab$' "$s"; then
     lab_suites+=("$s")
+  elif grep -q '^# uses: pair$' "$s"; then
+    pair_suites+=("$s")
   elif grep -q '^# runs-on: lab-guest$' "$s"; then
     guest_suites+=("$s")
   else
@@ -205,9 +210,16 @@ run_device() {
     timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
 }
 
-# The host lane: the host suites, then those that bring their own guest.
+# The host lane: the pair suites in a pair that stays up, the host suites,
+# then those that bring their own guest.
 run_host() {
   export BATS_TEST_TIMEOUT=${given_timeout:-360}
+  if ((${#pair_suites[@]})); then
+    echo "== a pair of guests that stays up for ${pair_suites[*]}"
+    LAB_PAIR_DIR=$pair_lab scripts/lab.sh up --pair
+    LAB_PAIR_DIR=$pair_lab timeout -k 10 "$(group_limit "${pair_suites[@]}")" tests/run.sh --each "${pair_suites[@]}"
+    LAB_PAIR_DIR=$pair_lab scripts/lab.sh down --pair
+  fi
   if ((${#host_suites[@]})); then
     timeout -k 10 "$(group_limit "${host_suites[@]}")" tests/run.sh --each "${host_suites[@]}"
   fi
@@ -235,7 +247,11 @@ lab_started=""
 device_log=$(mktemp)
 lab_log=$(mktemp)
 second_lab=$(mktemp -d "${TMPDIR:-/tmp}/lab2.XXXXXX")
-trap 'rm -f "$log" "$device_log" "$lab_log"; [[ -z $lab_started ]] || scripts/lab.sh down; LAB_UP_DIR=$second_lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$second_lab" "$second_lab.lock"' EXIT
+pair_lab=$(mktemp -d "${TMPDIR:-/tmp}/pair.XXXXXX")
+trap 'rm -f "$log" "$device_log" "$lab_log"; [[ -z $lab_started ]] || scripts/lab.sh down; LAB_UP_DIR=$second_lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$second_lab" "$second_lab.lock"; LAB_PAIR_DIR=$pair_lab scripts/lab.sh down --pair >/dev/null 2>&1; rm -rf "$pair_lab"' EXIT
+# A run stopped by Ctrl-C or kill still takes its labs down (the EXIT trap).
+trap 'exit 130' INT
+trap 'exit 143' TERM
 if ((${#device_suites[@]})) && [[ -z $native ]]; then
   if scripts/lab.sh status >/dev/null 2>&1; then
     echo "== the lab is up: the device suites run in it"
@@ -266,8 +282,8 @@ if ((${#lab_suites[@]})); then
   echo "== in a second Soft-RoCE lab, alongside (shown when done): ${lab_suites[*]}"
 fi
 
-if ((${#host_suites[@]} + ${#guest_suites[@]})); then
-  group_files=("${host_suites[@]}" "${guest_suites[@]}")
+if ((${#pair_suites[@]} + ${#host_suites[@]} + ${#guest_suites[@]})); then
+  group_files=("${pair_suites[@]}" "${host_suites[@]}" "${guest_suites[@]}")
   run_group "on this host: ${group_files[*]}" run_host
 fi
 

@@ -541,6 +541,38 @@ def cmd_down(state):
     return 0
 
 
+def cmd_qmp(sock, commands):
+    """Send each JSON command to qemu's monitor (QMP) at sock, in order;
+    exit 1 naming the first one qemu refused."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    try:
+        s.connect(sock)
+    except OSError as e:
+        say(f"qmp: cannot reach qemu's monitor at {sock}: {e}")
+        return EXIT_LAB_FAILED
+    f = s.makefile("rwb")
+
+    def answer():
+        while True:
+            line = f.readline()
+            if not line:
+                raise ConnectionError("qemu closed its monitor")
+            msg = json.loads(line)
+            if "event" not in msg:  # events come unasked; skip them
+                return msg
+
+    answer()  # the greeting
+    for text in ['{"execute": "qmp_capabilities"}'] + commands:
+        f.write(text.encode() + b"\n")
+        f.flush()
+        msg = answer()
+        if "error" in msg:
+            say(f"qmp: qemu refused {text}: {msg['error'].get('desc', msg['error'])}")
+            return 1
+    return 0
+
+
 def main(argv):
     if len(argv) < 3:
         say("agent.py: usage: see its header")
@@ -554,6 +586,8 @@ def main(argv):
         return cmd_status(state)
     if cmd == "down":
         return cmd_down(state)
+    if cmd == "qmp":
+        return cmd_qmp(state, argv[3:])
     return 2
 
 

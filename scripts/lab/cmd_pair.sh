@@ -40,6 +40,11 @@ cmd_pair() {
     : >"$pcap" || misuse "cannot write --pcap $pcap"
   fi
 
+  if [[ -n ${LAB_PAIR_DIR:-} ]] && agent status "$LAB_PAIR_DIR/a" >/dev/null 2>&1 &&
+    agent status "$LAB_PAIR_DIR/b" >/dev/null 2>&1; then
+    pair_through_up "$timeout" "$pcap" "$ready" "$cmd_a" "$cmd_b"
+    exit $?
+  fi
   check_host
   local lab rundir role qemu_status fifo fd
   lab=$(prepare_lab)
@@ -107,4 +112,63 @@ start_pair_guest() {
   sed -u "s/^/[$role] /" <"$rundir/stderr-$role.fifo" >&2 3>&- &
   : >"$rundir/console-$role.log" # there even if qemu fails to start
   start_guest "$secs" "${args[@]}" </dev/null >"$rundir/qemu-$role.log" 2>&1 3>&-
+}
+
+# pair_through_up SECS PCAP READY CMD_A CMD_B: what cmd_pair does, in the
+# pair that stays up in LAB_PAIR_DIR (scripts/lab.sh up --pair): the same
+# commands, environment, order, prefixes and exit status, without the two
+# boots. The capture of the cable is started and stopped through qemu's
+# monitor (a filter-dump object added to a's NIC, then deleted, which
+# closes the file).
+pair_through_up() {
+  local secs=$1 pcap=$2 ready=$3 cmd_a=$4 cmd_b=$5 dir=$LAB_PAIR_DIR out pid_a
+  local status_a=0 status_b=0 i=0
+  out=$(mktemp -d)
+  if [[ -n $pcap ]]; then
+    [[ $pcap != *[\"\\]* ]] || misuse "--pcap: a file name without quotes or backslashes, please"
+    rm -f "$pcap"
+    agent qmp "$dir/a/qmp.sock" \
+      "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$pcap\"}}" ||
+      fail "could not start the capture on the pair's cable (see above)"
+  fi
+  pair_exec a 192.0.2.1 192.0.2.2 "$secs" "$cmd_a" "$out" &
+  pid_a=$!
+  # b starts once a has printed READY (its server listens), or at once.
+  while [[ -n $ready ]] && ! grep -qF -- "$ready" "$out/a.out" 2>/dev/null; do
+    if ! kill -0 "$pid_a" 2>/dev/null; then
+      echo "lab.sh: guest b: a's command ended without printing a line with '$ready'" >&2
+      status_b=$STATUS_LAB_FAILED
+      break
+    fi
+    ((i++ < secs * 10)) || {
+      echo "lab.sh: guest b: a did not print '$ready' in $secs s" >&2
+      status_b=$STATUS_TIMEOUT
+      break
+    }
+    sleep 0.1
+  done
+  if [[ $status_b == 0 ]]; then
+    pair_exec b 192.0.2.2 192.0.2.1 "$secs" "$cmd_b" "$out" || status_b=$?
+  fi
+  wait "$pid_a" || status_a=$?
+  if [[ -n $pcap ]]; then
+    agent qmp "$dir/a/qmp.sock" '{"execute": "object-del", "arguments": {"id": "cap"}}' ||
+      echo "lab.sh: could not stop the capture cleanly; $pcap may lack its last frames" >&2
+  fi
+  wait # the prefixers
+  rm -rf "$out"
+  echo "lab.sh: a exited $status_a, b exited $status_b" >&2
+  if [[ $status_a != 0 ]]; then return "$status_a"; fi
+  return "$status_b"
+}
+
+# pair_exec ROLE ADDR PEER SECS CMD OUT: CMD (a bash command string) in
+# guest ROLE of the pair that stays up, with pair mode's environment; its
+# stdout and stderr lines prefixed "[ROLE] ", stdout also kept in
+# OUT/ROLE.out (for --ready).
+pair_exec() {
+  local role=$1 addr=$2 peer=$3 secs=$4 cmd=$5 out=$6
+  "$SELF_DIR/lab.sh" exec --guest "$role" --timeout "$secs" -- \
+    env LAB_ROLE="$role" LAB_ADDR="$addr" LAB_PEER_ADDR="$peer" bash -c "$cmd" \
+    > >(tee "$out/$role.out" | sed -u "s/^/[$role] /") 2> >(sed -u "s/^/[$role] /" >&2) 3>&-
 }

@@ -36,16 +36,60 @@ parse_idle() {
   echo "$idle"
 }
 
-# shellcheck disable=SC2120 # called with none, refuses any
+# shellcheck disable=SC2120 # exec --up calls it with none
+# cmd_up [--pair]: one lab for this checkout, or with --pair two guests
+# joined by a cable (LAB_PAIR_DIR names their folder) for `lab.sh pair`.
 cmd_up() {
-  [[ $# -eq 0 ]] || misuse "up takes no arguments"
-  local state idle lab kernel args
-  export LAB_DEFAULT_CPUS=${LAB_DEFAULT_CPUS:-2}
+  local pair=""
+  case "${1:-}" in
+    --pair) pair=1 ;;
+    "") ;;
+    *) misuse "up takes no arguments but --pair" ;;
+  esac
+  [[ $# -le 1 ]] || misuse "up takes no arguments but --pair"
+  if [[ -z $pair ]]; then
+    export LAB_DEFAULT_CPUS=2
+    up_guest "$(up_state_dir)" a dummy0 192.0.2.1/24 "" -nic none
+    return
+  fi
+  local dir
+  dir=$(pair_dir)
+  mkdir -p "$dir"
+  # One vCPU each, as a cold pair's: two guests already take both cores.
+  export LAB_DEFAULT_CPUS=1
+  # Each guest: its end of the cable (Unix datagram sockets, nothing
+  # outside this host), as in a cold `lab.sh pair`; a also answers qemu's
+  # monitor protocol (QMP), which starts and stops a capture of the cable.
+  # shellcheck disable=SC2054 # qemu's options are comma-separated lists
+  up_guest "$dir/a" a eth0 192.0.2.1/24 192.0.2.2 \
+    -netdev "dgram,id=n0,local.type=unix,local.path=$dir/a.sock,remote.type=unix,remote.path=$dir/b.sock" \
+    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:01 \
+    -qmp "unix:$dir/a/qmp.sock,server=on,wait=off" &
+  local a=$!
+  # shellcheck disable=SC2054
+  up_guest "$dir/b" b eth0 192.0.2.2/24 192.0.2.1 \
+    -netdev "dgram,id=n0,local.type=unix,local.path=$dir/b.sock,remote.type=unix,remote.path=$dir/a.sock" \
+    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:02 || exit $?
+  wait "$a" || exit $?
+}
+
+# pair_dir: the folder of the pair that stays up (LAB_PAIR_DIR).
+pair_dir() {
+  [[ -n ${LAB_PAIR_DIR:-} ]] || misuse "--pair needs LAB_PAIR_DIR, the folder of the pair (e.g. LAB_PAIR_DIR=/tmp/pair)"
+  [[ $LAB_PAIR_DIR == /* ]] || misuse "LAB_PAIR_DIR must be an absolute path, not '$LAB_PAIR_DIR'"
+  echo "$LAB_PAIR_DIR"
+}
+
+# up_guest STATE ROLE NETDEV ADDR PEER_ADDR QEMU_ARGS...: boot the guest
+# whose folder is STATE and return once its guest agent answers; nothing
+# to do if it is up already.
+up_guest() {
+  local state=$1 role=$2 netdev=$3 addr=$4 peer=$5 idle lab kernel args
+  shift 5
   idle=$(parse_idle)
-  state=$(up_state_dir)
   mkdir -p "$state"
   chmod 700 "$state"
-  # One `up` at a time per checkout: a second one waits, then finds it up.
+  # One `up` at a time per lab: a second one waits, then finds it up.
   exec 8>"$state.lock"
   flock 8
   if agent status "$state" >/dev/null; then
@@ -58,15 +102,14 @@ cmd_up() {
   [[ ${#state} -lt 90 ]] || fail "lab folder path too long for a socket ($state): set XDG_CACHE_HOME=/tmp/cache"
   lab=$(prepare_lab)
   kernel=$(head -n 1 <<<"$lab")
-  rm -rf "$state/share" "$state/xfer" "$state"/{console.log,qemu.log,agent.log,stopped,qga.sock,exec.sock}
+  rm -rf "$state/share" "$state/xfer" "$state"/{console.log,qemu.log,agent.log,stopped,qga.sock,exec.sock,qmp.sock}
   mkdir -p "$state/share" "$state/xfer"
   chmod 1777 "$state/xfer"
-  write_guest_files "$state/share" a up dummy0 192.0.2.1/24 ""
-  printf 'XFER=%q\n' "$state/xfer" >>"$state/share/a.conf"
-  mapfile -d '' -t args < <(qemu_base_args "$lab" a "$state")
+  write_guest_files "$state/share" "$role" up "$netdev" "$addr" "$peer"
+  printf 'XFER=%q\n' "$state/xfer" >>"$state/share/$role.conf"
+  mapfile -d '' -t args < <(qemu_base_args "$lab" "$role" "$state")
   # shellcheck disable=SC2054 # qemu's options are comma-separated lists
-  args=(qemu-system-x86_64 "${args[@]}"
-    -nic none
+  args=(qemu-system-x86_64 "${args[@]}" "$@"
     -serial "file:$state/console.log"
     # The guest's writable share: xfer/, seen at the same path.
     -virtfs "local,path=$state/xfer,mount_tag=labxfer,security_model=none"
@@ -77,17 +120,22 @@ cmd_up() {
   )
   printf '%s\0' "${args[@]}" >"$state/qemu.args"
   : >"$state/console.log"
-  echo "lab.sh: booting a lab that stays up ($(basename "$(dirname "$kernel")"), $(guest_cpus) vCPU); it stops after $idle s unused, or with scripts/lab.sh down" >&2
+  echo "lab.sh: booting a lab that stays up ($(basename "$(dirname "$kernel")"), $(guest_cpus) vCPU${peer:+, guest $role of a pair}); it stops after $idle s unused, or with scripts/lab.sh down" >&2
   agent up "$state" "$idle" 8>&- || exit "$STATUS_LAB_FAILED"
   echo "lab.sh: up; run commands in it with scripts/lab.sh exec -- CMD" >&2
 }
 
 cmd_exec() {
-  local timeout=600 up=""
+  local timeout=600 up="" guest=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --timeout)
         timeout=$(parse_timeout "${2:-}")
+        shift 2
+        ;;
+      --guest)
+        [[ ${2:-} == a || ${2:-} == b ]] || misuse "exec: --guest takes a or b (a guest of the pair in LAB_PAIR_DIR), not '${2:-}'"
+        guest=$2
         shift 2
         ;;
       --up)
@@ -104,7 +152,8 @@ cmd_exec() {
   [[ $# -gt 0 ]] || misuse "exec: no command (scripts/lab.sh exec -- CMD [ARGS...])"
   local state status=0
   state=$(up_state_dir)
-  if [[ -n $up ]] && ! agent status "$state" >/dev/null; then
+  [[ -z $guest ]] || state="$(pair_dir)/$guest"
+  if [[ -n $up && -z $guest ]] && ! agent status "$state" >/dev/null; then
     # --up: no lab is up, so this command brings one up for CMD alone.
     # shellcheck disable=SC2119 # up takes no arguments
     (cmd_up) || exit $?
@@ -129,15 +178,37 @@ exec_workdir() {
   esac
 }
 
+# up_states [--pair]: the folder of this checkout's lab, or of the pair's
+# two guests, one a line.
+up_states() {
+  case "${1:-}" in
+    --pair) printf '%s\n' "$(pair_dir)/a" "$(pair_dir)/b" ;;
+    "") up_state_dir ;;
+    *) misuse "unknown argument '$1' (only --pair)" ;;
+  esac
+}
+
 cmd_status() {
-  [[ $# -eq 0 ]] || misuse "status takes no arguments"
-  agent status "$(up_state_dir)"
+  [[ $# -le 1 ]] || misuse "status takes no arguments but --pair"
+  local state states status=0
+  states=$(up_states "$@")
+  while read -r state; do
+    agent status "$state" || status=$?
+  done <<<"$states"
+  return "$status"
 }
 
 cmd_down() {
-  [[ $# -eq 0 ]] || misuse "down takes no arguments"
-  local state
-  state=$(up_state_dir)
+  [[ $# -le 1 ]] || misuse "down takes no arguments but --pair"
+  local state states
+  states=$(up_states "$@")
+  while read -r state; do
+    (down_one "$state")
+  done <<<"$states"
+}
+
+down_one() {
+  local state=$1
   mkdir -p "$state"
   exec 8>"$state.lock"
   flock 8
