@@ -112,6 +112,21 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   assert_equal "$(our_qemus)" ""
 }
 
+@test "a pair that stays up runs lab.sh pair as a cold pair would: prefixes, --ready, exit status, the capture" {
+  export LAB_PAIR_DIR="$BATS_FILE_TMPDIR/pair"
+  scripts/lab.sh up --pair 3>&-
+  run -3 --separate-stderr scripts/lab.sh pair --pcap "$BATS_TEST_TMPDIR/wire.pcap" --ready 'listening' \
+    --a 'echo "$LAB_ROLE listening on $LAB_ADDR"; rping -s -a "$LAB_ADDR" -C 1 -v; exit 3' \
+    --b 'rping -c -a "$LAB_PEER_ADDR" -C 1 -v; echo "b saw $LAB_PEER_ADDR"'
+  assert_line "[a] a listening on 192.0.2.1"
+  assert_line "[b] b saw 192.0.2.1"
+  assert_equal "${stderr_lines[${#stderr_lines[@]} - 1]}" "lab.sh: a exited 3, b exited 0"
+  run tshark -r "$BATS_TEST_TMPDIR/wire.pcap" -Y infiniband -T fields -e infiniband.bth.opcode
+  [[ ${#lines[@]} -gt 0 ]] || fail "no RoCE packet in the capture"
+  run -0 scripts/lab.sh down --pair
+  assert_equal "$(pgrep -f -- "qemu-system-x86_64 .*$LAB_PAIR_DIR/" || true)" ""
+}
+
 @test "a guest that died is reported by the next exec, which does not hang" {
   scripts/lab.sh up 3>&-
   kill -KILL "$(cat "$LAB_UP_DIR/qemu.pid")"
