@@ -11,10 +11,10 @@
 #   scripts/lab.sh shell
 #   scripts/lab.sh pair [--pcap FILE] [--timeout SECS] [--ready TEXT] --a 'CMD' --b 'CMD'
 #   scripts/lab.sh fetch
-#   scripts/lab.sh up
-#   scripts/lab.sh exec [--timeout SECS] [--up] -- CMD [ARGS...]
-#   scripts/lab.sh status
-#   scripts/lab.sh down
+#   scripts/lab.sh up [--pair]
+#   scripts/lab.sh exec [--timeout SECS] [--up] [--guest a|b] -- CMD [ARGS...]
+#   scripts/lab.sh status [--pair]
+#   scripts/lab.sh down [--pair]
 #   scripts/lab.sh xfer
 #   scripts/lab.sh -h
 #
@@ -47,6 +47,9 @@
 #          or the guest died (it says which).
 #   status say whether a lab is up (exit 0) or not (exit 3), and why not.
 #   down   stop the lab; no qemu process is left. Nothing up: succeeds.
+#   --pair with up, status, down: the two guests of pair, staying up, in
+#          the folder LAB_PAIR_DIR names; exec --guest a|b runs in one of
+#          them, and pair runs its commands there (no boot) while they are up.
 #   xfer   print the folder the lab's guest may write, seen at the same path
 #          on both sides (tests/run.sh puts Bats' TMPDIR there).
 #
