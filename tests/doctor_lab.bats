@@ -32,7 +32,7 @@ setup_file() {
   # doctor with --peer a.
   # shellcheck disable=SC2016 # expanded in the guests
   (cd "$top" && scripts/lab.sh pair --timeout 400 --ready listening \
-    --a './lesson9 --timeout 90 >/dev/null 2>&1 & timeout 90 rping -s -S 8192 -C 1 >/dev/null 2>&1 & sleep 1; echo listening; wait' \
+    --a './lesson9 --timeout 45 >/dev/null 2>&1 & timeout 45 rping -s -S 8192 -C 1 >/dev/null 2>&1 & sleep 1; echo listening; wait' \
     --b 'ip link set eth0 mtu 9000 && sleep 1 && scripts/doctor.sh --peer 192.0.2.1; echo "doctor exit $?"') \
     >"$BATS_FILE_TMPDIR/pair" 2>&1
 }
