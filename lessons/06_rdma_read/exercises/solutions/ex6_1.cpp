@@ -44,13 +44,10 @@ constexpr size_t kMaxServerText = 65536;   // bytes the server agrees to expose 
 constexpr size_t kClientBufferSize = 4096; // bytes the client can read back; it refuses more
 constexpr uint8_t kReadsInFlight = 1;      // one READ at a time (lesson 6)
 
-// argv strings cannot contain a NUL byte, so this value means "option not given".
-const std::string kNotGiven(1, '\0');
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string text = kNotGiven, pattern = kNotGiven;
+    std::string text, pattern;
     const wb::ExtraOption extra[] = {
         {'m', "message", "TEXT", "server: the text to expose (default: \"Hello from the server's memory\")", &text},
         {'w', "write", "PATTERN", "client: the bytes to WRITE over the start of it (default: \"WRITTEN\")", &pattern},
@@ -63,10 +60,10 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (!is_server && text != kNotGiven) wb::usage_error("-m is a server option (./ex6_1 -m TEXT)");
-    if (is_server && pattern != kNotGiven) wb::usage_error("-w is a client option (./ex6_1 HOST -w PATTERN)");
-    if (is_server && text == kNotGiven) text = kDefaultText;
-    if (!is_server && pattern == kNotGiven) pattern = kDefaultPattern;
+    if (!is_server && opt.given('m')) wb::usage_error("-m is a server option (./ex6_1 -m TEXT)");
+    if (is_server && opt.given('w')) wb::usage_error("-w is a client option (./ex6_1 HOST -w PATTERN)");
+    if (is_server && !opt.given('m')) text = kDefaultText;
+    if (!is_server && !opt.given('w')) pattern = kDefaultPattern;
     if (is_server && text.empty()) wb::usage_error("-m: the text must not be empty");
     if (!is_server && pattern.empty()) wb::usage_error("-w: the pattern must not be empty");
     if (is_server && text.size() > kMaxServerText)

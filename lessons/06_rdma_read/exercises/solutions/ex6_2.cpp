@@ -46,9 +46,6 @@ constexpr size_t kMaxServerText = 65536;   // bytes the server agrees to expose 
 constexpr size_t kClientBufferSize = 4096; // bytes the client can receive; it refuses more
 constexpr uint8_t kReadsInFlight = 1;      // one READ at a time (lesson 6)
 
-// argv strings cannot contain a NUL byte, so this value means "-m not given".
-const std::string kNotGiven(1, '\0');
-
 // Like wb::poll_one, but a failed completion is returned, not fatal: the
 // caller wants to name its status. Nothing at all within timeout_s still is.
 ibv_wc wait_completion(ibv_cq* cq, int timeout_s, const char* waiting_for) {
@@ -68,7 +65,7 @@ ibv_wc wait_completion(ibv_cq* cq, int timeout_s, const char* waiting_for) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string text = kNotGiven;
+    std::string text;
     std::string past_end;  // "1" when --past-end is given
     const wb::ExtraOption extra[] = {
         {'m', "message", "TEXT", "server: the text to expose (default: \"Hello from the server's memory\")", &text},
@@ -82,9 +79,9 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (!is_server && text != kNotGiven) wb::usage_error("-m is a server option; the client reads whatever the server exposes");
+    if (!is_server && opt.given('m')) wb::usage_error("-m is a server option; the client reads whatever the server exposes");
     if (is_server && !past_end.empty()) wb::usage_error("--past-end is a client option (./ex6_2 HOST --past-end)");
-    if (is_server && text == kNotGiven) text = kDefaultText;
+    if (is_server && !opt.given('m')) text = kDefaultText;
     if (is_server && text.empty()) wb::usage_error("-m: the text must not be empty");
     if (is_server && text.size() > kMaxServerText)
         wb::usage_error("-m: the text is " + std::to_string(text.size()) + " bytes, at most " +

@@ -57,9 +57,6 @@ struct SharedWords {
 static_assert(sizeof(SharedWords) == 32 && offsetof(SharedWords, lock) == 8 && offsetof(SharedWords, record) == 16);
 constexpr uint32_t kRecordBytes = sizeof(SharedWords::record);
 
-// argv strings cannot contain a NUL byte, so this value means "option not given".
-const std::string kNotGiven(1, '\0');
-
 // Post one atomic and wait for its completion; returns the 64-bit value the
 // remote word held just before the operation (lesson 7's post_atomic).
 uint64_t post_atomic(ibv_qp* qp, ibv_cq* cq, ibv_mr* result_mr, ibv_wr_opcode opcode, uint64_t remote_addr,
@@ -128,7 +125,7 @@ ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string clients_arg = kNotGiven, rounds_arg = kNotGiven;
+    std::string clients_arg, rounds_arg;
     const wb::ExtraOption extra[] = {
         {'c', "clients", "CLIENTS", "server: how many clients to serve at once (default: 1)", &clients_arg},
         {'n', "rounds", "N", "client: how many times to add 1 to both words of the record (default: 5)", &rounds_arg},
@@ -141,10 +138,10 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (is_server && rounds_arg != kNotGiven) wb::usage_error("-n is a client option (./ex7_1 HOST -n N)");
-    if (!is_server && clients_arg != kNotGiven) wb::usage_error("-c is a server option (./ex7_1 -c CLIENTS)");
-    const int clients = clients_arg == kNotGiven ? kDefaultClients : static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100));
-    const int rounds = rounds_arg == kNotGiven ? kDefaultRounds : static_cast<int>(wb::parse_range(rounds_arg, "-n", 1, 1000000));
+    if (is_server && opt.given('n')) wb::usage_error("-n is a client option (./ex7_1 HOST -n N)");
+    if (!is_server && opt.given('c')) wb::usage_error("-c is a server option (./ex7_1 -c CLIENTS)");
+    const int clients = opt.given('c') ? static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100)) : kDefaultClients;
+    const int rounds = opt.given('n') ? static_cast<int>(wb::parse_range(rounds_arg, "-n", 1, 1000000)) : kDefaultRounds;
 
     // 1. Device, port and address; can this device do atomics? (lesson 7)
     wb::Context ctx = wb::open_device(opt.device);

@@ -44,9 +44,6 @@ constexpr uint8_t kAtomicsInFlight = 1;  // one atomic at a time (lesson 7)
 // What the server exposes: one 64-bit word, 8-byte aligned (the buffer is page-aligned).
 constexpr size_t kCounterBytes = sizeof(uint64_t);
 
-// argv strings cannot contain a NUL byte, so this value means "option not given".
-const std::string kNotGiven(1, '\0');
-
 // Post one atomic and wait for its completion; returns the 64-bit value the
 // remote word held just before the operation (lesson 7's post_atomic).
 uint64_t post_atomic(ibv_qp* qp, ibv_cq* cq, ibv_mr* result_mr, ibv_wr_opcode opcode, uint64_t remote_addr,
@@ -93,7 +90,7 @@ ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string clients_arg = kNotGiven, adds_arg = kNotGiven;
+    std::string clients_arg, adds_arg;
     const wb::ExtraOption extra[] = {
         {'c', "clients", "CLIENTS", "server: how many clients to serve at once (default: 1)", &clients_arg},
         {'n', "adds", "N", "client: how many adds of +5, and then of -1 (default: 5)", &adds_arg},
@@ -106,10 +103,10 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (is_server && adds_arg != kNotGiven) wb::usage_error("-n is a client option (./ex7_2 HOST -n N)");
-    if (!is_server && clients_arg != kNotGiven) wb::usage_error("-c is a server option (./ex7_2 -c CLIENTS)");
-    const int clients = clients_arg == kNotGiven ? kDefaultClients : static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100));
-    const int adds = adds_arg == kNotGiven ? kDefaultAdds : static_cast<int>(wb::parse_range(adds_arg, "-n", 1, 100000));
+    if (is_server && opt.given('n')) wb::usage_error("-n is a client option (./ex7_2 HOST -n N)");
+    if (!is_server && opt.given('c')) wb::usage_error("-c is a server option (./ex7_2 -c CLIENTS)");
+    const int clients = opt.given('c') ? static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100)) : kDefaultClients;
+    const int adds = opt.given('n') ? static_cast<int>(wb::parse_range(adds_arg, "-n", 1, 100000)) : kDefaultAdds;
 
     // 1. Device, port and address; can this device do atomics? (lesson 7)
     wb::Context ctx = wb::open_device(opt.device);

@@ -50,9 +50,6 @@ constexpr uint8_t kAtomicsInFlight = 1;  // one atomic at a time (lesson 7)
 // What the server exposes: one 64-bit word, 8-byte aligned (the buffer is page-aligned).
 constexpr size_t kCounterBytes = sizeof(uint64_t);
 
-// argv strings cannot contain a NUL byte, so this value means "option not given".
-const std::string kNotGiven(1, '\0');
-
 // Like wb::poll_one, but a failed completion is returned, not fatal: the
 // caller wants to name its status. Nothing at all within timeout_s still is.
 ibv_wc wait_completion(ibv_cq* cq, int timeout_s, const char* waiting_for) {
@@ -111,7 +108,7 @@ ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* cq) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string clients_arg = kNotGiven, adds_arg = kNotGiven, refuse = kNotGiven;
+    std::string clients_arg, adds_arg, refuse;
     const wb::ExtraOption extra[] = {
         {'c', "clients", "CLIENTS", "server: how many clients to serve at once (default: 1)", &clients_arg},
         {'n', "adds", "N", "client: how many FETCH_AND_ADDs of 1 (default: 1)", &adds_arg},
@@ -125,13 +122,13 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (is_server && adds_arg != kNotGiven) wb::usage_error("-n is a client option (./ex7_3 HOST -n N)");
-    if (!is_server && clients_arg != kNotGiven) wb::usage_error("-c is a server option (./ex7_3 -c CLIENTS)");
-    if (!is_server && refuse != kNotGiven) wb::usage_error("--refuse is a server option (./ex7_3 --refuse mr|qp)");
-    if (refuse != kNotGiven && refuse != "mr" && refuse != "qp")
+    if (is_server && opt.given('n')) wb::usage_error("-n is a client option (./ex7_3 HOST -n N)");
+    if (!is_server && opt.given('c')) wb::usage_error("-c is a server option (./ex7_3 -c CLIENTS)");
+    if (!is_server && opt.given('r')) wb::usage_error("--refuse is a server option (./ex7_3 --refuse mr|qp)");
+    if (opt.given('r') && refuse != "mr" && refuse != "qp")
         wb::usage_error("--refuse takes mr or qp, not '" + refuse + "'");
-    const int clients = clients_arg == kNotGiven ? kDefaultClients : static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100));
-    const int adds = adds_arg == kNotGiven ? kDefaultAdds : static_cast<int>(wb::parse_range(adds_arg, "-n", 1, 100000));
+    const int clients = opt.given('c') ? static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100)) : kDefaultClients;
+    const int adds = opt.given('n') ? static_cast<int>(wb::parse_range(adds_arg, "-n", 1, 100000)) : kDefaultAdds;
 
     // 1. Device, port and address; can this device do atomics? (lesson 7)
     wb::Context ctx = wb::open_device(opt.device);

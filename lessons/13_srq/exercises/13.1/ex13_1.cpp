@@ -424,8 +424,9 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
                      "is every client still running? raise --timeout if the machine is slow");
         }
     }
-    std::printf("result: served %d requests from %d clients with one SRQ of %u receives; limit reached %d times\n",
-                total, clients, srq_size, pool.limit_events);
+    std::printf("result: served %d requests from %d client%s with one SRQ of %u receives; limit reached %d time%s\n",
+                total, clients, clients == 1 ? "" : "s", srq_size, pool.limit_events,
+                pool.limit_events == 1 ? "" : "s");
     return 0;
 }
 

@@ -212,7 +212,8 @@ int main(int argc, char** argv) {
     };
     wb::QueuePair qp{CHECK_PTR(ibv_create_qp_ex(ctx.get(), &qp_attr))};
     // The same QP seen through its extended interface: the ibv_wr_* calls take this.
-    ibv_qp_ex* const qpx = CHECK_PTR(ibv_qp_to_qp_ex(qp.get()));
+    ibv_qp_ex* const qpx =
+        CHECK_PTR(ibv_qp_to_qp_ex(qp.get()), "was the QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS?");
     const uint32_t psn = wb::random_psn();
 
     // 3. Memory. The receive buffer: LOCAL_WRITE, because our own NIC writes
