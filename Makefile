@@ -4,6 +4,8 @@
 #   make tour       install what is missing, build, run the lessons in order on Soft-RoCE
 #   make check      install what is missing, build, run every test; ends with "N passed, N failed, N skipped"
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
+#   make ex4.2      build one exercise, your lessons/*/exercises/4.2/ex4_2.cpp (made from its starter once)
+#   make exercise-reset EX=4.2   start one over; exercise-save / exercise-refresh: docs/contributing.md
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make captures           record every two-process lesson's wire into docs/captures/ (scripts/captures.sh)
 #   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
