@@ -4,8 +4,8 @@
 #   scripts/exercise.sh files [N.M...]      make each learner's file that is missing (never overwrites one)
 #   scripts/exercise.sh reset N.M [--solution]   start N.M over (your file is kept as exN_M.cpp~);
 #                                           --solution: put the reference solution in your file instead
-#   scripts/exercise.sh save N.M [--solution]    maintainers: store your edited file back as N.M's starter
-#                                           (--solution: as its solution)
+#   scripts/exercise.sh save N.M [--solution]    maintainers: store your edited file back as N.M's starter,
+#                                           the solution merged onto it (--solution: as its solution)
 #   scripts/exercise.sh refresh [N.M...]    maintainers: after a lesson changed, carry every patch over
 #                                           to today's lesson (a three-way merge) and store it again
 #   scripts/exercise.sh check [N.M...]      every patch applies exactly (no fuzz) to today's lesson and
@@ -114,6 +114,16 @@ starter_text() {
   fi
 }
 
+# old_starter_text DIR OUT: the starter as its patch was made: against
+# today's lesson when it still applies, else against the lesson it names
+# (base:), which git still has. What save and refresh start from.
+old_starter_text() {
+  local dir=$1 out=$2
+  starter_text "$dir" "$out" 2>/dev/null && return 0
+  [[ -f $dir/starter.patch ]] && old_base "$dir/starter.patch" "$work/base-lesson.cpp" &&
+    apply "$work/base-lesson.cpp" "$dir/starter.patch" "$out"
+}
+
 # solution_text DIR OUT: the reference solution, the pristine starter with its patch.
 solution_text() {
   local dir=$1 out=$2
@@ -203,20 +213,23 @@ store_starter() {
   id=$(basename "$dir") name=$(name_of "$(basename "$dir")") lesson=$(lesson_of "$dir")
   if [[ -z $old ]]; then
     old=$work/old-starter.cpp
-    starter_text "$dir" "$old" || return 1
+    old_starter_text "$dir" "$old" || return 1
   fi
   apply "$old" "$(solution_patch_of "$dir")" "$work/old-solution.cpp" || return 1
-  if ! rebase "$work/old-solution.cpp" "$old" "$new" "$work/new-solution.cpp" "solution $id"; then
-    echo "exercise $id: the solution does not follow the new starter without conflicts; nothing stored." >&2
-    echo "  Put the solution in your file (scripts/exercise.sh reset $id --solution), make the same change there, save it with --solution, then save the starter." >&2
-    return 1
-  fi
+  local solution_ok=1
+  rebase "$work/old-solution.cpp" "$old" "$new" "$work/new-solution.cpp" "solution $id" || solution_ok=
   if [[ -f $dir/starter.cpp ]]; then
     cp "$new" "$dir/starter.cpp"
   else
     make_patch "$lesson" "$new" "$dir/starter.patch" \
       "exercise $id's starter: $(basename "$lesson") with these changes (scripts/exercise.sh; edit $dir/$name.cpp, then make exercise-save EX=$id)" \
       "$lesson" || return 1
+  fi
+  if [[ -z $solution_ok ]]; then
+    cp "$work/new-solution.cpp" "$dir/$name.cpp.solution-conflict"
+    echo "exercise $id: the starter is stored, but the solution does not follow it without conflicts:" >&2
+    echo "  resolve $dir/$name.cpp.solution-conflict, move it to $dir/$name.cpp, then make exercise-save EX=$id SOLUTIONS=1" >&2
+    return 1
   fi
   store_solution "$dir" "$work/new-solution.cpp"
 }
