@@ -4,6 +4,8 @@
 #   make tour       install what is missing, build, run the lessons in order on Soft-RoCE
 #   make check      install what is missing, build, run every test; ends with "N passed, N failed, N skipped"
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
+#   make ex4.2      build one exercise, your lessons/*/exercises/4.2/ex4_2.cpp (made from its starter once)
+#   make exercise-reset EX=4.2   start one over; exercise-save / exercise-refresh: docs/contributing.md
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make captures           record every two-process lesson's wire into docs/captures/ (scripts/captures.sh)
 #   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
@@ -52,7 +54,8 @@ UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 
 .PHONY: all check tour deps doctor capture captures wireshark-profile clean units exercises grade bench
-all: $(LESSONS)
+.PHONY: exercise-files exercise exercise-reset exercise-save exercise-refresh
+all: $(LESSONS) exercise-files
 
 build/common/%.o: common/%.cpp $(wildcard common/*.hpp) mk/flags.mk
 	@mkdir -p $(@D)
@@ -74,21 +77,57 @@ build/tests/%: tests/unit/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp)
 
 units: $(UNIT_BINS)
 
-# Exercises beside each lesson: lessons/NN_topic/exercises/N.M/exN_M.cpp is the
-# starter a learner edits, lessons/NN_topic/exercises/solutions/exN_M.cpp the
-# reference solution. scripts/grade.sh builds them into build/exercises/.
-EX_STARTERS  := $(foreach f,$(wildcard lessons/*/exercises/*/ex*.cpp),$(if $(findstring /solutions/,$(f)),,$(f)))
-EX_SOLUTIONS := $(wildcard lessons/*/exercises/solutions/ex*.cpp)
-EX_BINS      :=
+# Exercises beside each lesson, each piece of code stored once
+# (docs/contributing.md): lessons/NN_topic/exercises/N.M/starter.patch (the
+# lesson with a few changes) or N.M/starter.cpp (a program of its own), and
+# exercises/solutions/exN_M.patch (the starter with its TODOs done).
+# scripts/exercise.sh makes the learner's file N.M/exN_M.cpp from them once,
+# when it is missing; it is git-ignored and nothing but exercise-reset
+# overwrites it. The reference solutions are made into build/exercises/src/.
+EX_DIRS := $(sort $(patsubst %/grade.bash,%,$(wildcard lessons/*/exercises/*.*/grade.bash)))
+EX_IDS  := $(notdir $(EX_DIRS))
+EX_BINS :=
+EX_FILES :=
+# $(call exercise_rule,FOLDER,N.M,exN_M)
 define exercise_rule
-build/exercises/$(2)/$(notdir $(basename $(1))): $(1) $(COMMON_LIB) $(wildcard common/*.hpp)
+$(1)/$(3).cpp:
+	@scripts/exercise.sh files $(2)
+build/exercises/src/starter/$(3).cpp: $(wildcard $(1)/starter.*) $(if $(wildcard $(1)/starter.patch),$(wildcard $(dir $(patsubst %/,%,$(dir $(1))))lesson*.cpp)) scripts/exercise.sh
+	@scripts/exercise.sh source $(2) starter $$@
+build/exercises/src/solution/$(3).cpp: build/exercises/src/starter/$(3).cpp $(dir $(1))solutions/$(3).patch
+	@scripts/exercise.sh source $(2) solution $$@
+build/exercises/starter/$(3): $(1)/$(3).cpp $(COMMON_LIB) $(wildcard common/*.hpp)
 	@mkdir -p $$(@D)
 	$$(CXX) $$(CXXFLAGS) $$< $(COMMON_LIB) $$(LDLIBS) -o $$@
-EX_BINS += build/exercises/$(2)/$(notdir $(basename $(1)))
+build/exercises/solution/$(3): build/exercises/src/solution/$(3).cpp $(COMMON_LIB) $(wildcard common/*.hpp)
+	@mkdir -p $$(@D)
+	$$(CXX) $$(CXXFLAGS) $$< $(COMMON_LIB) $$(LDLIBS) -o $$@
+# make ex4.2: that one exercise, your file, built into build/exercises/starter/ex4_2.
+.PHONY: ex$(2)
+ex$(2): build/exercises/starter/$(3)
+EX_BINS += build/exercises/starter/$(3) build/exercises/solution/$(3)
+EX_FILES += $(1)/$(3).cpp
 endef
-$(foreach s,$(EX_STARTERS),$(eval $(call exercise_rule,$(s),starter)))
-$(foreach s,$(EX_SOLUTIONS),$(eval $(call exercise_rule,$(s),solution)))
+$(foreach d,$(EX_DIRS),$(eval $(call exercise_rule,$(d),$(notdir $(d)),ex$(subst .,_,$(notdir $(d))))))
 exercises: $(EX_BINS)
+# The learner's files, made where missing (make, make grade).
+exercise-files: $(EX_FILES)
+# Never deleted by make, not even when a make is interrupted.
+.PRECIOUS: $(EX_FILES)
+
+# One exercise: make exercise EX=4.2 (the same as make ex4.2) builds your
+# file; exercise-reset starts it over (SOLUTIONS=1: with the solution in it);
+# exercise-save stores it back (maintainers; SOLUTIONS=1: as the solution);
+# exercise-refresh carries every patch over to today's lessons.
+ex_needed = $(if $(EX),,$(error make $@ takes an exercise: make $@ EX=4.2))
+exercise:
+	$(ex_needed)@$(MAKE) --no-print-directory "ex$$EX"
+exercise-reset:
+	$(ex_needed)@scripts/exercise.sh reset "$$EX" $(if $(SOLUTIONS),--solution)
+exercise-save:
+	$(ex_needed)@scripts/exercise.sh save "$$EX" $(if $(SOLUTIONS),--solution)
+exercise-refresh:
+	@scripts/exercise.sh refresh $(if $(EX),"$$EX")
 
 deps:
 	@scripts/install_deps.sh

@@ -7,8 +7,10 @@
 #   scripts/grade.sh -h
 #
 # An exercise is a folder lessons/NN_topic/exercises/N.M/ holding README.md
-# (the task), exN_M.cpp (the starter you edit) and grade.bash (its grader);
-# the reference solution is lessons/NN_topic/exercises/solutions/exN_M.cpp.
+# (the task), exN_M.cpp (your file, made from its starter the first time:
+# scripts/exercise.sh) and grade.bash (its grader); the reference solution
+# is made from lessons/NN_topic/exercises/solutions/exN_M.patch into
+# build/exercises/src/solution/exN_M.cpp.
 # Each program is built on this host (build/exercises/), then every grader
 # runs it for real on RDMA: on this host's device when it has one, else in
 # one Soft-RoCE lab guest (scripts/lab.sh). One line per exercise, PASS or
@@ -67,6 +69,10 @@ kind=starter
 # to share (MAKEFLAGS= keeps make from warning that it is unavailable).
 export MAKEFLAGS=
 make --no-print-directory -s build/libworkbook.a || exit 1
+# Your files, made from the starters where they are missing (never overwritten).
+ids=()
+for row in "${selected[@]}"; do ids+=("${row%%$'\t'*}"); done
+[[ $kind == solution ]] || scripts/exercise.sh files "${ids[@]}" || exit 1
 # Every program at once, one job per core; -k goes on past a starter that
 # does not compile. The loop below then makes each one alone, which is
 # instant for those already built and shows a failure's own first error.
@@ -81,7 +87,7 @@ for row in "${selected[@]}"; do
   id=${row%%$'\t'*} dir=${row#*$'\t'}
   name=ex${id/./_}
   src=$dir/$name.cpp
-  [[ $kind == solution ]] && src=$(dirname "$dir")/solutions/$name.cpp
+  [[ $kind == solution ]] && src=build/exercises/src/solution/$name.cpp
   bin=build/exercises/$kind/$name
   log=$(mktemp)
   if ! make --no-print-directory -s "$bin" >"$log" 2>&1; then

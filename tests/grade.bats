@@ -30,7 +30,7 @@ assert_one_line_per_exercise() {
 }
 
 @test "every lesson has at least two graded exercises, each with a task, a starter, a grader and a solution" {
-  local lesson n dir count
+  local lesson n dir count starter="$BATS_TEST_TMPDIR/starter.cpp" solution="$BATS_TEST_TMPDIR/solution.cpp"
   for lesson in lessons/[0-9][0-9]_*/; do
     count=0
     for dir in "$lesson"exercises/[0-9]*.[0-9]*/; do
@@ -38,14 +38,15 @@ assert_one_line_per_exercise() {
       n=$(basename "$dir")
       count=$((count + 1))
       assert_file_exists "$dir/README.md"
-      assert_file_exists "$dir/ex${n/./_}.cpp"
+      [[ -f $dir/starter.patch || -f $dir/starter.cpp ]] || fail "$dir has neither starter.patch nor starter.cpp"
       assert_file_exists "$dir/grade.bash"
-      assert_file_exists "${lesson}exercises/solutions/ex${n/./_}.cpp"
-      grep -q "TODO($n)" "$dir/ex${n/./_}.cpp" || fail "$dir/ex${n/./_}.cpp has no TODO($n)"
+      assert_file_exists "${lesson}exercises/solutions/ex${n/./_}.patch"
+      scripts/exercise.sh source "$n" starter "$starter" || fail "the starter of $n cannot be made"
+      scripts/exercise.sh source "$n" solution "$solution" || fail "the solution of $n cannot be made"
+      grep -q "TODO($n)" "$starter" || fail "the starter of $n has no TODO($n)"
       head -n1 "$dir/README.md" | grep -qE "^# $n .+ \((extend|break and diagnose|measure)\)$" ||
         fail "$dir/README.md's first line is not '# $n Title (kind)'"
-      head -n1 "${lesson}exercises/solutions/ex${n/./_}.cpp" | grep -q SPOILER ||
-        fail "the solution of $n does not say it is a spoiler"
+      head -n1 "$solution" | grep -q SPOILER || fail "the solution of $n does not say it is a spoiler"
     done
     ((count >= 2)) || fail "$lesson has $count graded exercises; every lesson needs at least two"
   done
@@ -110,8 +111,9 @@ assert_one_line_per_exercise() {
   local copy="$BATS_TEST_TMPDIR/tree"
   mkdir -p "$copy"
   git ls-files -z | xargs -0 cp --parents -t "$copy"
-  echo 'this is not C++;' >>"$copy/lessons/01_device_query/exercises/1.1/ex1_1.cpp"
   cd "$copy" || return 1
+  scripts/exercise.sh files 1.1
+  echo 'this is not C++;' >>lessons/01_device_query/exercises/1.1/ex1_1.cpp
   run scripts/grade.sh 1.1
   assert_failure 1
   assert_line "FAIL 1.1 Name every capability flag (extend)"

@@ -21,8 +21,8 @@ grade() {
     return
   fi
   result=$(ex_line "$EX_SERVER_OUT" '^result: served ') || result="no result line"
-  [[ $result =~ ^result:\ served\ 20\ requests\ from\ 2\ clients\ with\ one\ SRQ\ of\ 8\ receives\;\ limit\ reached\ ([0-9]+)\ times$ ]] || {
-    ex_fail "result: served 20 requests from 2 clients with one SRQ of 8 receives; limit reached K times" "$result"
+  [[ $result =~ ^result:\ served\ 20\ requests\ from\ 2\ clients\ with\ one\ SRQ\ of\ 8\ receives\;\ limit\ reached\ ([0-9]+)\ times?$ ]] || {
+    ex_fail "result: served 20 requests from 2 clients with one SRQ of 8 receives; limit reached K time(s)" "$result"
     return
   }
   k=${BASH_REMATCH[1]}

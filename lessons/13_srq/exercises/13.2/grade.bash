@@ -16,7 +16,7 @@ grade() {
   wait "$client2_pid" || client2_status=$?
   ex_wait_server
   result=$(ex_line "$EX_SERVER_OUT" '^result: served ') || result="no result line: $(ex_tail "$EX_SERVER_OUT")"
-  [[ $result =~ ^result:\ served\ 40\ requests\ from\ 2\ clients\ with\ one\ SRQ\ of\ 4\ receives\;\ limit\ reached\ ([0-9]+)\ times$ ]] || {
+  [[ $result =~ ^result:\ served\ 40\ requests\ from\ 2\ clients\ with\ one\ SRQ\ of\ 4\ receives\;\ limit\ reached\ ([0-9]+)\ times?$ ]] || {
     ex_fail "result: served 40 requests from 2 clients with one SRQ of 4 receives; limit reached K times" "$result"
     return
   }
