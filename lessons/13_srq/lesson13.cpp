@@ -520,7 +520,7 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     int dropped = 0;
     for (const Client& c : cs) dropped += c.dropped ? 1 : 0;
     if (dropped > 0)
-        wb::result_error("served " + std::to_string(total) + " requests; dropped " + std::to_string(dropped) +
+        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " + std::to_string(dropped) +
                          " of " + std::to_string(clients) + " client" + (clients == 1 ? "" : "s") +
                          " that broke the protocol (stderr says why)");
     std::printf("result: served %d requests from %d client%s with one SRQ of %u receives; limit reached %d time%s\n",
