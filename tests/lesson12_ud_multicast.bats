@@ -46,6 +46,32 @@ start_fake_server() {
   assert_line "result: 2 + 3 = 5"
 }
 
+@test "a datagram from a third QP is ignored, counted and reported, and the client keeps waiting for its server" {
+  # The fake server's exchange names QP 0x123, which does not exist, so no
+  # answer ever comes; a third UD QP (tests/helpers/hostile_peer.cpp) sends
+  # the client an answer saying 1337. All three share this host's GID, so
+  # wc.src_qp is what tells them apart.
+  start_fake_server rtr 12 192.0.2.1
+  start_helper client ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  local i client_qp=
+  for ((i = 0; i < 100; i++)); do
+    grep -q "try 1 of 4" "$BATS_TEST_TMPDIR/client.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  client_qp=$(sed -n 's/^client: UD QP \(0x[0-9a-f]*\) is RTS.*/\1/p' "$BATS_TEST_TMPDIR/client.out")
+  [[ -n $client_qp ]] || fail "the client never said its QP: $(cat "$BATS_TEST_TMPDIR"/client.*)"
+  run rx build/tests/helpers/hostile_peer ud-stray "$client_qp" 192.0.2.1
+  assert_success
+  assert_line "hostile_peer: completion IBV_WC_SUCCESS"
+  wait_helper client 20
+  assert_equal "$HELPER_STATUS" 1
+  run cat "$BATS_TEST_TMPDIR/client.out"
+  assert_line --regexp '^client: ignored a datagram from QP 0x[0-9a-f]+ at ::ffff:192\.0\.2\.1: not the peer of the exchange \(QP 0x123 at ::ffff:192\.0\.2\.1\); 1 so far$'
+  refute_output --partial "1337"
+  assert_line "client: sending 2 and 3 (16 bytes), try 4 of 4"
+  assert_equal "${lines[-1]}" "result: error: no answer after 4 tries: every datagram was dropped (is the server running? is the Q_Key right?)"
+}
+
 @test "a datagram that finds no receive is dropped: the sender's completion says success, and a retry gets the sum" {
   local pkts recvs
   pkts=$(counter rcvd_pkts) recvs=$(counter rdma_recvs)
