@@ -41,3 +41,17 @@ setup() {
   assert_line "plot.sh: no data for depth-signal.png, not drawn"
   [[ ! -e $dir/bandwidth.png && ! -e $dir/depth-signal.png ]]
 }
+
+@test "a folder whose name holds a quote is only a name to the plots: gnuplot runs nothing from it" {
+  command -v gnuplot >/dev/null || skip "gnuplot is not installed (scripts/install_deps.sh installs gnuplot-nox)"
+  local plot=$PWD/scripts/bench/plot.sh dir="x'; system 'touch pwned'; print '"
+  cd "$BATS_TEST_TMPDIR" || return 1
+  mkdir -p "$dir"
+  {
+    echo "tool,test,op,bytes,iters,inline,signal,batch,depth,events,mtu,min_us,typical_us,p99_us,p999_us,max_us,mib_s,post_calls"
+    echo "lesson11,lat,read,2,3,0,1,1,1,0,1024,1,32,3,4,5,,"
+  } >"$dir/lat_size.csv"
+  run -0 "$plot" "$dir"
+  [[ ! -e pwned ]] || fail "gnuplot ran a command from the folder's name"
+  [[ $(head -c 4 "$dir/latency.png" | od -An -tx1 | tr -d ' ') == 89504e47 ]] # a PNG, where it belongs
+}
