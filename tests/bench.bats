@@ -55,3 +55,27 @@ setup() {
   [[ ! -e pwned ]] || fail "gnuplot ran a command from the folder's name"
   [[ $(head -c 4 "$dir/latency.png" | od -An -tx1 | tr -d ' ') == 89504e47 ]] # a PNG, where it belongs
 }
+
+# shellcheck disable=SC2016 # the stubs' text, expanded when they run
+@test "in the lab, BENCH_SCALE reaches the measurements (through LAB_ENV), which write to a folder of their own" {
+  compgen -G '/sys/class/infiniband/*' >/dev/null && skip "this host has an RDMA device: bench.sh measures here, not in a guest"
+  command -v gnuplot >/dev/null || skip "gnuplot is not installed (bench.sh needs it)"
+  # bench.sh in a checkout of its own, with stubs: lab.sh resets the
+  # environment as the real one does (only LAB_ENV's names pass), and
+  # measure.sh says what it got and writes one CSV.
+  local box=$BATS_TEST_TMPDIR/box
+  mkdir -p "$box/scripts/bench"
+  cp scripts/bench.sh "$box/scripts/"
+  printf '%s\n' '#!/usr/bin/env bash' 'while [[ $1 != -- ]]; do shift; done' 'shift' \
+    'vars=(LAB=1 "PATH=$PATH")' 'for n in ${LAB_ENV:-}; do [[ -n ${!n+set} ]] && vars+=("$n=${!n}"); done' \
+    'exec env -i "${vars[@]}" "$@"' >"$box/scripts/lab.sh"
+  printf '%s\n' '#!/usr/bin/env bash' 'echo "measure.sh: BENCH_SCALE=${BENCH_SCALE:-unset}, into $1"' \
+    'mkdir -p "$1" && echo "tool,test" >"$1/lat_size.csv"' >"$box/scripts/bench/measure.sh"
+  printf '%s\n' '#!/bin/sh' 'echo "plot.sh: $1"' >"$box/scripts/bench/plot.sh"
+  printf '%s\n' '#!/bin/sh' >"$box/lesson11"
+  chmod +x "$box/scripts/lab.sh" "$box/scripts/bench/measure.sh" "$box/scripts/bench/plot.sh" "$box/lesson11"
+  BENCH_SCALE=3 run -0 "$box/scripts/bench.sh" -o "$BATS_TEST_TMPDIR/out"
+  assert_line --regexp '^measure\.sh: BENCH_SCALE=3, into /tmp/tmp\.[A-Za-z0-9]+$'
+  rm -rf "$(sed -n 's/^measure\.sh: .*, into //p' <<<"$output")"
+  assert_equal "$(cat "$BATS_TEST_TMPDIR/out/lat_size.csv")" "tool,test"
+}
