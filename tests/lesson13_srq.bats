@@ -228,7 +228,7 @@ limit_count() {
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
-  assert_line --index 0 --regexp '^lesson13: client 1 \(127\.0\.0\.1:[0-9]+\) sent a request its receive could not take \(IBV_WC_LOC_LEN_ERR\); dropped it: QP 0x[0-9a-f]+ to IBV_QPS_ERR, connection closed$'
+  assert_line --index 0 --regexp '^lesson13: client 1 \(127\.0\.0\.1:[0-9]+\) sent a request its receive could not take \(IBV_WC_LOC_QP_OP_ERR\); dropped it: QP 0x[0-9a-f]+ to IBV_QPS_ERR, connection closed$'
   run cat "$SERVER_OUT"
   assert_line "server: client 2 is done after 50 requests"
   assert_equal "${lines[-1]}" "result: error: served 50 requests; dropped 1 of 2 clients that broke the protocol (stderr says why)"

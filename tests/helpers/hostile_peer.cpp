@@ -11,6 +11,10 @@
 //   hostile_peer lesson14-mr-rkey HOST PORT RKEY
 //       a lesson-14 client that READs slot 5 through the window, then again
 //       with RKEY, the server's MR's own rkey (the server prints it).
+//   hostile_peer lesson11-more HOST PORT COUNT
+//       a lesson-11 client that takes the server's options as its own, and
+//       after GO says MORE COUNT times (0: for ever), then DONE, without
+//       sending one request.
 //   hostile_peer lesson13-oversized HOST PORT
 //       a lesson-13 client that sends, after GO, one SEND of 128 bytes: twice
 //       the server's receive buffers.
@@ -18,7 +22,7 @@
 //       a third UD QP that sends one datagram with Q_Key 0x01234567 to QP QPN
 //       at GID ::ffff:IPV4: a sum answer saying 1337, which nobody asked it for.
 //
-// The lesson-13 client then keeps its TCP connection open until the server
+// The lesson-11 and lesson-13 clients then keep their TCP connection open until the server
 // closes it (at most 30 s), so that the server alone decides what happens;
 // the lesson-14 clients close theirs after their last step.
 // Each mode prints "hostile_peer: ..." lines on stdout, one per step.
@@ -36,6 +40,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -191,6 +196,33 @@ int lesson13_oversized(const std::string& host, uint16_t port) {
     return 0;
 }
 
+// Lesson 11's client up to GO (its options: the server's own, echoed),
+// then "MORE" every 0.2 s, `count` times (0: for ever), then "DONE",
+// without one RDMA request.
+int lesson11_more(const std::string& host, uint16_t port, int count) {
+    wb::Context ctx = wb::open_device("");
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), 1, -1);
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
+    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), 8, nullptr, nullptr, 0))};
+    wb::QueuePair qp = rc_qp(pd.get(), cq.get());
+    wb::Connection conn = wb::connect_to(host, port, kTimeout);
+    wb::exchange(conn, wb::local_info(11, qp.get(), wb::random_psn(), addr), kTimeout);
+    uint8_t spec[28];  // lesson 11's Spec: "L11S" and the options, echoed back as ours
+    if (!wb::recv_exact(conn, spec, kTimeout)) wb::fail("the server sent no options");
+    wb::send_all(conn, spec);
+    wb::expect_token(conn, "GO!!", kTimeout);
+    std::printf("hostile_peer: GO; saying MORE %s, measuring nothing\n",
+                count == 0 ? "for ever" : (std::to_string(count) + " times, then DONE").c_str());
+    std::fflush(stdout);
+    for (int i = 0; count == 0 || i < count; ++i) {
+        wb::send_token(conn, "MORE");
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    wb::send_token(conn, "DONE");
+    hold(conn);
+    return 0;
+}
+
 int ud_stray(uint32_t qpn, const std::string& ipv4) {
     wb::Context ctx = wb::open_device("");
     const wb::PortAddress addr = wb::choose_address(ctx.get(), 1, -1);
@@ -246,11 +278,13 @@ int main(int argc, char** argv) {
     if (argc == 5 && mode == "lesson14-mr-rkey")
         return lesson14_mr_rkey(argv[2], static_cast<uint16_t>(std::atoi(argv[3])),
                                 static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)));
+    if (argc == 5 && mode == "lesson11-more")
+        return lesson11_more(argv[2], static_cast<uint16_t>(std::atoi(argv[3])), std::atoi(argv[4]));
     if (argc == 4 && mode == "lesson13-oversized")
         return lesson13_oversized(argv[2], static_cast<uint16_t>(std::atoi(argv[3])));
     if (argc == 4 && mode == "ud-stray") return ud_stray(static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 0)), argv[3]);
     std::fprintf(stderr, "usage: hostile_peer lesson14-overrun HOST PORT | "
                          "lesson14-mr-rkey HOST PORT RKEY | lesson13-oversized HOST PORT | "
-                         "ud-stray QPN IPV4\n");
+                         "lesson11-more HOST PORT COUNT | ud-stray QPN IPV4\n");
     return 2;
 }
