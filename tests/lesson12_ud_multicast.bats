@@ -196,6 +196,21 @@ start_fake_server() {
   assert_line "result: error: not every receiver got every datagram (lines above)"
 }
 
+@test "the receivers leave their group: nothing librdmacm keeps for a join is left behind (LeakSanitizer)" {
+  local lsan
+  lsan=$(gcc -print-file-name=liblsan.so 2>/dev/null)
+  [[ $lsan == /* && -f $lsan ]] || skip "no liblsan.so here (gcc's LeakSanitizer runtime)"
+  # LD_PRELOAD: LeakSanitizer checks an uninstrumented program at its exit.
+  start_server env LD_PRELOAD="$lsan" ./lesson12 -p "$PORT" --timeout 20 --mcast -r 2 -k 1
+  wait_for_server_line "waiting for a sender"
+  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 1 127.0.0.1
+  assert_success
+  wait_server 20
+  run cat "$SERVER_ERR"
+  refute_output --partial "LeakSanitizer"
+  assert_equal "$SERVER_STATUS" 0
+}
+
 @test "a unicast client refuses multicast receivers, and a multicast sender a unicast server" {
   start_server ./lesson12 -p "$PORT" --timeout 20 --mcast
   wait_for_server_line "waiting for a sender"

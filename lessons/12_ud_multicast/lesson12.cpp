@@ -597,10 +597,11 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
     }
 
     // The receivers' rdma_cm objects (declared here so that they outlive the QPs'
-    // attachment: the group is left when the id is destroyed, after the QPs).
+    // attachment; the group is left with rdma_leave_multicast at the end).
     wb::EventChannel channel;
     wb::CmId id;
     ibv_gid group_gid{};
+    sockaddr_storage group{};
     if (!is_sender) {
         // 6. Join the group. On RoCE v2 a group is an IP multicast group, and
         //    the host must JOIN it (IGMP), or the IP layer drops the packets
@@ -609,7 +610,7 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
         //    the netdev) and answers with the group's GID and Q_Key;
         //    ibv_attach_mcast alone would only tell rxe which QPs get copies.
         //    So: rdma_join_multicast once, then ibv_attach_mcast per QP.
-        sockaddr_storage group = wb::ip_address(group_text, 0, "GROUP");
+        group = wb::ip_address(group_text, 0, "GROUP");
         in_addr local_ip{};
         std::memcpy(&local_ip, addr.gid.raw + 12, 4);  // our GID ::ffff:a.b.c.d is the IPv4 address a.b.c.d
         sockaddr_in local = {.sin_family = AF_INET, .sin_port = 0, .sin_addr = local_ip, .sin_zero = {}};
@@ -720,8 +721,11 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
     }
     // 9. Detach before the QPs are destroyed: rxe refuses to destroy a QP
     //    that is still attached to a group (EBUSY, and then its CQs and the
-    //    PD are busy too). rdma_destroy_id, after the QPs, leaves the group.
+    //    PD are busy too). Then leave the group, the counterpart of
+    //    rdma_join_multicast: it frees what librdmacm keeps for the join
+    //    (rdma_destroy_id alone would leak it).
     for (int i = 0; i < qps; ++i) CHECK_RC(ibv_detach_mcast(qp[i].get(), &group_gid, 0));
+    CHECK_ERRNO(rdma_leave_multicast(id.get(), reinterpret_cast<sockaddr*>(&group)));
     if (!all) wb::result_error("not every receiver got every datagram (lines above)");
     std::printf("result: each of %d receivers got all %d datagrams\n", receivers, count);
     return 0;
