@@ -259,6 +259,9 @@ int main(int argc, char** argv) {
                     "  lesson13 [options] HOST [-n N]                          client: N sum requests k + 100k",
         .summary = "one shared receive queue (SRQ) serves many RC clients; the SRQ limit as an async event",
         .notes = "The SRQ needs at least one receive per client (--srq-size >= -c), and 1 <= L < N.",
+        .server_scope = "The server listens on every address of this host (IPv4 and IPv6, port -p) and serves\n"
+                        "CLIENTS clients. A client that breaks the protocol is dropped (its QP to ERR, its\n"
+                        "connection closed) and the others are served to the end; then it exits 1.",
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
