@@ -15,7 +15,8 @@
 // for the Global Route Header (GRH) of the packet that filled it
 // (IBV_WC_GRH): the message itself begins at byte 40. The server answers
 // whoever asked by building the address handle from that header
-// (ibv_create_ah_from_wc).
+// (ibv_create_ah_from_wc), once it has checked that whoever asked is the
+// client of the exchange: without a connection, any UD QP can send to ours.
 //
 // With --mcast, one process runs R receiver QPs that join a multicast group,
 // and a sender sends K datagrams ONCE to the group's GID: each receiver QP
@@ -35,8 +36,10 @@
 // Verbs it introduces:
 //     IBV_QPT_UD; ibv_modify_qp to RTR and RTS with no remote fields, a Q_Key (IBV_QP_QKEY)
 //     ibv_create_ah (ibv_ah_attr: GID, sgid_index, hop_limit), ibv_create_ah_from_wc
-//     ibv_post_send's wr.ud: ah, remote_qpn, remote_qkey; IBV_WC_GRH, wc.src_qp
-//     rdma_join_multicast (RDMA_PS_UDP), RDMA_CM_EVENT_MULTICAST_JOIN, ibv_attach_mcast, ibv_detach_mcast
+//     ibv_post_send's wr.ud: ah, remote_qpn, remote_qkey; IBV_WC_GRH, wc.src_qp,
+//     ibv_init_ah_from_wc (who sent a datagram: checked against the peer of the exchange)
+//     rdma_join_multicast (RDMA_PS_UDP), RDMA_CM_EVENT_MULTICAST_JOIN, ibv_attach_mcast, ibv_detach_mcast,
+//     rdma_leave_multicast
 //
 // Read more: man ibv_create_ah, man ibv_create_ah_from_wc, man ibv_post_send
 // (the ud fields), man ibv_attach_mcast, man rdma_join_multicast, rdma-core's
