@@ -428,7 +428,7 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
             const int who = client_of(wc.qp_num);
             Client& c = cs[who];
             const uint32_t slot = static_cast<uint32_t>(wc.wr_id);
-            if (wc.status != IBV_WC_SUCCESS || c.dropped) {  // e.g. IBV_WC_LOC_LEN_ERR: longer than the buffer
+            if (wc.status != IBV_WC_SUCCESS || c.dropped) {  // rxe: IBV_WC_LOC_QP_OP_ERR for a SEND longer than the buffer
                 pool.free_slots.push_back(slot);
                 ++pool.completed;
                 if (!c.dropped)
