@@ -99,9 +99,9 @@ ordered() {
 @test "a client that says DONE without sending one request is an error on the server, not an empty success" {
   # tests/helpers/hostile_peer.cpp: the server's options echoed, MORE three
   # times, DONE, and not one WRITE.
-  start_server ./lesson11 -p "$PORT" --timeout 5 --test bw --op write -n 10
-  wait_for_server_line "waiting for a client"
+  # The client first: it retries its connect, and --timeout also bounds the server's accept.
   start_helper hostile build/tests/helpers/hostile_peer lesson11-more 127.0.0.1 "$PORT" 3
+  start_server ./lesson11 -p "$PORT" --timeout 5 --test bw --op write -n 10
   wait_server 30
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
@@ -111,9 +111,9 @@ ordered() {
 }
 
 @test "a client that says MORE for ever is cut off after 20 x --timeout on one size" {
-  start_server ./lesson11 -p "$PORT" --timeout 1 --test bw --op write -n 10
-  wait_for_server_line "waiting for a client"
+  # The client first: it retries its connect, and --timeout also bounds the server's accept.
   start_helper hostile build/tests/helpers/hostile_peer lesson11-more 127.0.0.1 "$PORT" 0
+  start_server ./lesson11 -p "$PORT" --timeout 1 --test bw --op write -n 10
   SECONDS=0
   wait_server 60
   assert_equal "$SERVER_STATUS" 1

@@ -52,18 +52,19 @@ start_fake_server() {
   # the client an answer saying 1337. All three share this host's GID, so
   # wc.src_qp is what tells them apart.
   start_fake_server rtr 12 192.0.2.1
-  start_helper client ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
-  local i client_qp=
-  # Sent as soon as the client's receive is posted: its four tries of 1 s
-  # each are all the time there is.
-  for ((i = 0; i < 100; i++)); do
-    grep -q "posted a 56-byte receive" "$BATS_TEST_TMPDIR/client.out" 2>/dev/null && break
+  # The third QP is made ready first; it reads the client's QP number from
+  # the client's output the moment its receive is posted, and sends at once:
+  # the client's four tries of 1 s each are all the time there is.
+  start_helper stray build/tests/helpers/hostile_peer ud-stray "@$BATS_TEST_TMPDIR/client.out" 192.0.2.1
+  local i
+  for ((i = 0; i < 300; i++)); do
+    grep -q "ready" "$BATS_TEST_TMPDIR/stray.out" 2>/dev/null && break
     sleep 0.1
   done
-  client_qp=$(sed -n 's/^client: UD QP \(0x[0-9a-f]*\) is RTS.*/\1/p' "$BATS_TEST_TMPDIR/client.out")
-  [[ -n $client_qp ]] || fail "the client never said its QP: $(cat "$BATS_TEST_TMPDIR"/client.*)"
-  run rx build/tests/helpers/hostile_peer ud-stray "$client_qp" 192.0.2.1
-  assert_success
+  start_helper client ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  wait_helper stray 30
+  assert_equal "$HELPER_STATUS" 0
+  run cat "$BATS_TEST_TMPDIR/stray.out"
   assert_line "hostile_peer: completion IBV_WC_SUCCESS"
   wait_helper client 20
   assert_equal "$HELPER_STATUS" 1

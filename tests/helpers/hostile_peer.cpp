@@ -18,9 +18,11 @@
 //   hostile_peer lesson13-oversized HOST PORT
 //       a lesson-13 client that sends, after GO, one SEND of 128 bytes: twice
 //       the server's receive buffers.
-//   hostile_peer ud-stray QPN IPV4
+//   hostile_peer ud-stray QPN|@FILE IPV4
 //       a third UD QP that sends one datagram with Q_Key 0x01234567 to QP QPN
 //       at GID ::ffff:IPV4: a sum answer saying 1337, which nobody asked it for.
+//       With @FILE, the QP number is read from a lesson-12 client's output in
+//       FILE, as soon as it says its receive is posted.
 //
 // The lesson-11 and lesson-13 clients then keep their TCP connection open until the server
 // closes it (at most 30 s), so that the server alone decides what happens;
@@ -223,7 +225,27 @@ int lesson11_more(const std::string& host, uint16_t port, int count) {
     return 0;
 }
 
-int ud_stray(uint32_t qpn, const std::string& ipv4) {
+// The QP number in a lesson-12 client's output FILE, once the line saying
+// its receive is posted is there too (the client prints its QP first).
+uint32_t qpn_from_output(const std::string& file) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kTimeout);
+    for (;;) {
+        std::string text, line;
+        if (FILE* f = std::fopen(file.c_str(), "r")) {
+            char chunk[4096];
+            size_t n;
+            while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) text.append(chunk, n);
+            std::fclose(f);
+        }
+        const size_t at = text.find("client: UD QP 0x");
+        if (at != std::string::npos && text.find("posted a 56-byte receive") != std::string::npos)
+            return static_cast<uint32_t>(std::strtoul(text.c_str() + at + 14, nullptr, 0));
+        if (std::chrono::steady_clock::now() > deadline) wb::fail("no client QP in " + file + " within 30 s");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+int ud_stray(const std::string& target, const std::string& ipv4) {
     wb::Context ctx = wb::open_device("");
     const wb::PortAddress addr = wb::choose_address(ctx.get(), 1, -1);
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
@@ -254,6 +276,12 @@ int ud_stray(uint32_t qpn, const std::string& ipv4) {
     const wb::SumResponse lie = {.status = htobe32(wb::kSumOk), .reserved = 0, .sum = htobe64(1337)};
     std::memcpy(buf.get(), &lie, sizeof lie);
     wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), sizeof lie, 0))};
+    // QPN, or @FILE: everything is ready before we read the client's QP
+    // from its output, so the datagram leaves the moment it is there.
+    std::printf("hostile_peer: UD QP 0x%x ready\n", qp->qp_num);
+    std::fflush(stdout);
+    const uint32_t qpn = target[0] == '@' ? qpn_from_output(target.substr(1))
+                                          : static_cast<uint32_t>(std::strtoul(target.c_str(), nullptr, 0));
     ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(buf.get()), .length = sizeof lie, .lkey = mr->lkey};
     ibv_send_wr wr = {
         .wr_id = 1,
@@ -282,9 +310,9 @@ int main(int argc, char** argv) {
         return lesson11_more(argv[2], static_cast<uint16_t>(std::atoi(argv[3])), std::atoi(argv[4]));
     if (argc == 4 && mode == "lesson13-oversized")
         return lesson13_oversized(argv[2], static_cast<uint16_t>(std::atoi(argv[3])));
-    if (argc == 4 && mode == "ud-stray") return ud_stray(static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 0)), argv[3]);
+    if (argc == 4 && mode == "ud-stray") return ud_stray(argv[2], argv[3]);
     std::fprintf(stderr, "usage: hostile_peer lesson14-overrun HOST PORT | "
                          "lesson14-mr-rkey HOST PORT RKEY | lesson13-oversized HOST PORT | "
-                         "lesson11-more HOST PORT COUNT | ud-stray QPN IPV4\n");
+                         "lesson11-more HOST PORT COUNT | ud-stray QPN|@FILE IPV4\n");
     return 2;
 }
