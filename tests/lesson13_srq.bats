@@ -195,9 +195,9 @@ limit_count() {
 @test "a client that sends half a DONE and stops is dropped on its own clock; the other client is served to the end" {
   # Client 1 (a fake, tests/helpers/fake_peer.py) sends "DO" after GO and
   # nothing more; client 2 sends its 50 requests meanwhile.
+  # The fake first (it retries its connect): --timeout bounds the server's accept too.
+  start_fake client 13 192.0.2.1 DO
   start_server ./lesson13 -p "$PORT" --timeout 6 -c 2
-  wait_for_server_line "waiting for client 1 of 2" 10
-  start_fake client 13 "$(server_ipv4)" DO
   wait_for_server_line "waiting for client 2 of 2" 10
   start_helper c2 ./lesson13 -p "$PORT" --timeout 6 127.0.0.1 -n 50
   wait_helper c2 30
@@ -216,10 +216,10 @@ limit_count() {
 @test "a client whose SEND is longer than the server's receives is dropped; the other client is served to the end" {
   # Client 1 (tests/helpers/hostile_peer.cpp) sends one SEND of 128 bytes
   # into the SRQ's 64-byte receives; client 2 sends its 50 requests.
-  start_server ./lesson13 -p "$PORT" --timeout 10 -c 2
-  wait_for_server_line "waiting for client 1 of 2" 10
+  # The hostile client first (it retries its connect): --timeout bounds the server's accept too.
   start_helper hostile build/tests/helpers/hostile_peer lesson13-oversized 127.0.0.1 "$PORT"
-  wait_for_server_line "waiting for client 2 of 2" 10
+  start_server ./lesson13 -p "$PORT" --timeout 10 -c 2
+  wait_for_server_line "waiting for client 2 of 2" 20
   start_helper c2 ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 50
   wait_helper c2 30
   assert_equal "$HELPER_STATUS" 0
