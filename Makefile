@@ -52,6 +52,9 @@ COMMON_OBJS := $(patsubst common/%.cpp,build/common/%.o,$(COMMON_SRCS))
 COMMON_LIB  := build/libworkbook.a
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
+# Hostile peers the suites start (tests/helpers/*.cpp): build/tests/helpers/NAME.
+HELPER_SRCS := $(wildcard tests/helpers/*.cpp)
+HELPER_BINS := $(patsubst tests/helpers/%.cpp,build/tests/helpers/%,$(HELPER_SRCS))
 
 .PHONY: all check tour deps doctor capture captures wireshark-profile clean units exercises grade bench
 .PHONY: exercise-files exercise exercise-reset exercise-save exercise-refresh
@@ -75,7 +78,11 @@ build/tests/%: tests/unit/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) $< $(COMMON_LIB) $(LDLIBS) -o $@
 
-units: $(UNIT_BINS)
+build/tests/helpers/%: tests/helpers/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $< $(COMMON_LIB) $(LDLIBS) -o $@
+
+units: $(UNIT_BINS) $(HELPER_BINS)
 
 # Exercises beside each lesson, each piece of code stored once
 # (docs/contributing.md): lessons/NN_topic/exercises/N.M/starter.patch (the

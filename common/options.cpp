@@ -64,6 +64,7 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
         std::printf("  %-21s %s\n", flag.c_str(), o.help);
     }
     std::printf("  -h, --help            print this help and exit\n");
+    if (usage.network) std::printf("\n%s\n", usage.server_scope ? usage.server_scope : kOneShotServer);
     if (usage.numbers_after_host)
         std::printf("\nNumbers after the host may be negative: end the options with --, as in\n"
                     "  %s HOST -- -3 5\n", p);

@@ -76,7 +76,16 @@ struct Usage {
     // ...or, when this says why (lesson 9), -h shows it in their place and
     // -i or -g is refused with it.
     const char* no_address_options = nullptr;
+    // What the server of a network lesson listens on and how many clients it
+    // serves, for -h; nullptr: the one-shot server's kOneShotServer.
+    const char* server_scope = nullptr;
 };
+
+// The server of most two-process lessons: one client, then exit.
+inline constexpr const char* kOneShotServer =
+    "The server listens on every address of this host (IPv4 and IPv6, port -p) and serves\n"
+    "one client: the first connection that goes wrong ends it (exit 1). Run it where you\n"
+    "trust whoever can reach that port.";
 
 // Parse argv; on -h print the usage and exit 0; on misuse print one line and exit 2.
 Options parse_options(int argc, char** argv, const Usage& usage,

@@ -53,10 +53,14 @@ else
   # each file after a "==> NAME <==" line, which we split back into $out.
   # Its clock: scripts/lab.sh gives the guest the host's TSC rate, so that
   # it has nanoseconds rather than 4 ms jiffies (lab/qemu.sh, guest_clock_args).
+  # The guest's environment starts empty: BENCH_SCALE goes through LAB_ENV.
+  # Its /tmp shows the host's shared /tmp: the guest measures into a
+  # folder of its own (mktemp), never a fixed name there.
   echo "bench: no RDMA device here; measuring in a lab guest"
+  export BENCH_SCALE=${BENCH_SCALE:-1}
   # shellcheck disable=SC2016 # the guest's command, expanded there
-  if ! scripts/lab.sh run --timeout 1200 -- bash -c \
-    'scripts/bench/measure.sh /tmp/bench && for f in /tmp/bench/*.csv; do echo "==> ${f##*/} <=="; cat "$f"; done' |
+  if ! LAB_ENV="${LAB_ENV:+$LAB_ENV }BENCH_SCALE" scripts/lab.sh run --timeout 1200 -- bash -c \
+    'd=$(mktemp -d) && scripts/bench/measure.sh "$d" && for f in "$d"/*.csv; do echo "==> ${f##*/} <=="; cat "$f"; done' |
     tr -d '\r' | awk -v out="$out" '
       /^==> .* <==$/ { file = out "/" $2; next }
       file != ""    { print > file; next }

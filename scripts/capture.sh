@@ -4,6 +4,9 @@
 #
 #   sudo scripts/capture.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
 #
+# tshark captures as root; CMD runs as the user who called sudo (SUDO_USER),
+# or as root when there is none.
+#
 # It captures on the netdev behind the RDMA device (rxe or a RoCE NIC): RoCE
 # v2 (UDP 4791) and the lessons' out-of-band TCP (port 18515 or -p). Run the
 # lesson's client (or server) as CMD with its peer on ANOTHER host: two
@@ -109,8 +112,15 @@ for _ in $(seq 200); do
 done
 grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 20 s"
 
+# tshark needs root; the lesson does not. Under sudo, run it as the user
+# who called sudo (SUDO_USER), as they would run it themselves.
+as_user=()
+if [[ $(id -u) == 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then
+  as_user=(runuser -u "$SUDO_USER" --)
+  echo "capture.sh: running $1 as $SUDO_USER (SUDO_USER); tshark captures as root"
+fi
 set +e
-"$@"
+"${as_user[@]}" "$@"
 status=$?
 set -e
 sleep 0.5 # let the last ACKs arrive

@@ -16,7 +16,10 @@
 #   ex_fail EXPECTED HAPPENED print them with $HINT; return 1
 # $EX_PORT is a TCP port of this exercise's own; $EX_TMP a folder of its own.
 
-EX_TMP=$(mktemp -d)
+EX_TMP=$(mktemp -d) || {
+  echo "grade: mktemp -d failed: no folder for this exercise's files" >&2
+  exit 1
+}
 EX_PORT=$((21000 + ${EX_INDEX:-0} * 4)) # below the ephemeral range; 4 ports per exercise
 EX_DEV=$(ibv_devices | awk 'NR > 2 { print $1; exit }')
 EX_SERVER_PID=

@@ -19,7 +19,7 @@ while IFS=$'\t' read -r id dir bin; do
   index=$((index + 1))
   title=$(sed -n '1s/^# *//p' "$dir/README.md")
   title=${title#"$id "}
-  report=$(mktemp)
+  report=$(mktemp) || exit 1
   # A fresh bash per exercise: graders cannot see each other's variables or processes.
   # shellcheck disable=SC2016 # $1 and $2 are the inner bash's arguments
   EX_INDEX=$index timeout --kill-after=5 "$kGraderSeconds" \
@@ -31,7 +31,9 @@ while IFS=$'\t' read -r id dir bin; do
   else
     echo "FAIL $id $title"
     ((status == 124)) && echo "  what happened: the grader was stopped after $kGraderSeconds s"
-    sed 's/^/  /' "$report"
+    # What the learner's program printed is in there: cat -v shows its
+    # control bytes as ^X and M-X, so that none of them reaches the terminal.
+    sed 's/^/  /' "$report" | cat -v
   fi
   rm -f "$report"
 done <"$list"

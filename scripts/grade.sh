@@ -89,9 +89,10 @@ for row in "${selected[@]}"; do
   src=$dir/$name.cpp
   [[ $kind == solution ]] && src=build/exercises/src/solution/$name.cpp
   bin=build/exercises/$kind/$name
-  log=$(mktemp)
+  log=$(mktemp) || exit 1
   if ! make --no-print-directory -s "$bin" >"$log" 2>&1; then
-    first=$(grep -m1 -E 'error:|No rule to make target' "$log" || head -n1 "$log")
+    # cat -v: the learner's source text can hold control bytes; show them as ^X.
+    first=$({ grep -m1 -E 'error:|No rule to make target' "$log" || head -n1 "$log"; } | cat -v)
     title=$(sed -n '1s/^# *//p' "$dir/README.md")
     echo "FAIL $id ${title#"$id "}"
     echo "  expected: $src to compile"
@@ -106,9 +107,9 @@ done
 # Run the graders that have a program, on RDMA.
 passed=0
 if ((${#runnable[@]})); then
-  list=$(mktemp)
+  list=$(mktemp) || exit 1
   printf '%s\n' "${runnable[@]}" >"$list"
-  out=$(mktemp)
+  out=$(mktemp) || exit 1
   if compgen -G '/sys/class/infiniband/*' >/dev/null; then
     scripts/grade-run.sh "$list" | tee "$out"
   else

@@ -41,3 +41,41 @@ setup() {
   assert_line "plot.sh: no data for depth-signal.png, not drawn"
   [[ ! -e $dir/bandwidth.png && ! -e $dir/depth-signal.png ]]
 }
+
+@test "a folder whose name holds a quote is only a name to the plots: gnuplot runs nothing from it" {
+  command -v gnuplot >/dev/null || skip "gnuplot is not installed (scripts/install_deps.sh installs gnuplot-nox)"
+  local plot=$PWD/scripts/bench/plot.sh dir="x'; system 'touch pwned'; print '"
+  cd "$BATS_TEST_TMPDIR" || return 1
+  mkdir -p "$dir"
+  {
+    echo "tool,test,op,bytes,iters,inline,signal,batch,depth,events,mtu,min_us,typical_us,p99_us,p999_us,max_us,mib_s,post_calls"
+    echo "lesson11,lat,read,2,3,0,1,1,1,0,1024,1,32,3,4,5,,"
+  } >"$dir/lat_size.csv"
+  run -0 "$plot" "$dir"
+  [[ ! -e pwned ]] || fail "gnuplot ran a command from the folder's name"
+  [[ $(head -c 4 "$dir/latency.png" | od -An -tx1 | tr -d ' ') == 89504e47 ]] # a PNG, where it belongs
+}
+
+# shellcheck disable=SC2016 # the stubs' text, expanded when they run
+@test "in the lab, BENCH_SCALE reaches the measurements (through LAB_ENV), which write to a folder of their own" {
+  compgen -G '/sys/class/infiniband/*' >/dev/null && skip "this host has an RDMA device: bench.sh measures here, not in a guest"
+  command -v gnuplot >/dev/null || skip "gnuplot is not installed (bench.sh needs it)"
+  # bench.sh in a checkout of its own, with stubs: lab.sh resets the
+  # environment as the real one does (only LAB_ENV's names pass), and
+  # measure.sh says what it got and writes one CSV.
+  local box=$BATS_TEST_TMPDIR/box
+  mkdir -p "$box/scripts/bench"
+  cp scripts/bench.sh "$box/scripts/"
+  printf '%s\n' '#!/usr/bin/env bash' 'while [[ $1 != -- ]]; do shift; done' 'shift' \
+    'vars=(LAB=1 "PATH=$PATH")' 'for n in ${LAB_ENV:-}; do [[ -n ${!n+set} ]] && vars+=("$n=${!n}"); done' \
+    'exec env -i "${vars[@]}" "$@"' >"$box/scripts/lab.sh"
+  printf '%s\n' '#!/usr/bin/env bash' 'echo "measure.sh: BENCH_SCALE=${BENCH_SCALE:-unset}, into $1"' \
+    'mkdir -p "$1" && echo "tool,test" >"$1/lat_size.csv"' >"$box/scripts/bench/measure.sh"
+  printf '%s\n' '#!/bin/sh' 'echo "plot.sh: $1"' >"$box/scripts/bench/plot.sh"
+  printf '%s\n' '#!/bin/sh' >"$box/lesson11"
+  chmod +x "$box/scripts/lab.sh" "$box/scripts/bench/measure.sh" "$box/scripts/bench/plot.sh" "$box/lesson11"
+  BENCH_SCALE=3 run -0 "$box/scripts/bench.sh" -o "$BATS_TEST_TMPDIR/out"
+  assert_line --regexp '^measure\.sh: BENCH_SCALE=3, into /tmp/tmp\.[A-Za-z0-9]+$'
+  rm -rf "$(sed -n 's/^measure\.sh: .*, into //p' <<<"$output")"
+  assert_equal "$(cat "$BATS_TEST_TMPDIR/out/lat_size.csv")" "tool,test"
+}

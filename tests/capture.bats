@@ -201,6 +201,15 @@ export -f tcp_send
   assert_line --regexp '^frame +time +source -> destination +packet$'   # the ladder ran
 }
 
+@test "under sudo, capture.sh captures as root and runs the command as the user who called sudo (SUDO_USER)" {
+  [[ $(id -u) == 0 ]] || skip "needs root, as under sudo"
+  id nobody >/dev/null 2>&1 || skip "no user nobody here"
+  SUDO_USER=nobody run -0 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/u.pcap" -- id -un
+  assert_line "capture.sh: running id as nobody (SUDO_USER); tshark captures as root"
+  assert_line "nobody"
+  refute_line "root"
+}
+
 @test "capture.sh keeps tshark's message when the capture fails, exit 1" {
   run -1 scripts/capture.sh -i no-such-netdev -o "$BATS_TEST_TMPDIR/f.pcap" -- true
   assert_output --regexp "capture.sh: tshark stopped (before it started|while true ran: the capture is incomplete); it said:"

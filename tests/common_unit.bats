@@ -343,3 +343,24 @@ args="
   assert_line "peer: lesson 4 qpn 0x22 psn 0x123456 mtu 3 addr 0x7f0000001000 length 4096 rkey 0xabcd"
   [[ "$stderr" == *"sent 'NOPE' where DONE was expected"* ]]
 }
+
+@test "every two-process lesson's -h says its server listens on every address, and what ends it" {
+  local n text
+  for n in 4 5 6 8 10 11 12 14 15; do
+    run -0 --separate-stderr "./lesson$n" -h
+    text=$(paste -sd' ' <<<"$output")
+    [[ $text == *"The server listens on every address of this host (IPv4 and IPv6, port -p) and serves one client: the first connection that goes wrong ends it (exit 1). Run it where you trust whoever can reach that port."* ]] ||
+      fail "lesson$n -h does not say what its server listens on: $output"
+  done
+  run -0 ./lesson9 -h
+  assert_output --partial "The server listens on every address of this host (or only -b's), RDMA CM port -p,"
+  run -0 ./lesson7 -h
+  assert_output --partial "CLIENTS clients together: the first connection that goes wrong ends it for all"
+  # Lesson 13 serves many clients: a bad one is dropped, not the end of the server.
+  run -0 ./lesson13 -h
+  assert_output --partial "A client that breaks the protocol is dropped (its QP to ERR, its"
+  refute_output --partial "serves"$'\n'"one client"
+  # A lesson without a peer says nothing of a server.
+  run -0 ./lesson1 -h
+  refute_output --partial "The server listens"
+}

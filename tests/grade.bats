@@ -133,3 +133,27 @@ assert_one_line_per_exercise() {
   assert_output --partial "is not one plain word"
   assert_file_not_exists "$BATS_TEST_TMPDIR/pwn2"
 }
+
+# A fake exercise 9.9 in $BATS_TEST_TMPDIR/ex, whose grader prints $1 and
+# fails; its LIST line in $BATS_TEST_TMPDIR/list.
+fake_exercise() {
+  mkdir -p "$BATS_TEST_TMPDIR/ex"
+  echo "# 9.9 a fake exercise" >"$BATS_TEST_TMPDIR/ex/README.md"
+  printf 'ex_grade() { printf %%s %q; return 1; }\n' "$1" >"$BATS_TEST_TMPDIR/ex/grade.bash"
+  printf '9.9\t%s\t/bin/true\n' "$BATS_TEST_TMPDIR/ex" >"$BATS_TEST_TMPDIR/list"
+}
+
+@test "the grader's report shows the control bytes a program printed as ^X, never raw" {
+  fake_exercise $'clear\e[2J\rPASS 9.9 forged\x9b'
+  run -0 scripts/grade-run.sh "$BATS_TEST_TMPDIR/list"
+  assert_line "FAIL 9.9 a fake exercise"
+  assert_line '  clear^[[2J^MPASS 9.9 forged'$'M-^['
+  [[ $output != *$'\e'* && $output != *$'\r'* ]] || fail "a raw control byte reached the report"
+}
+
+@test "the grader stops when mktemp cannot make its report file, instead of writing nowhere" {
+  fake_exercise "whatever"
+  TMPDIR=$BATS_TEST_TMPDIR/no-such-folder run -1 scripts/grade-run.sh "$BATS_TEST_TMPDIR/list"
+  assert_output --partial "mktemp"
+  refute_line --partial "FAIL 9.9"
+}

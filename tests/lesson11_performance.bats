@@ -96,6 +96,34 @@ ordered() {
   assert_line "result: served write bw, 1 size(s), n=4000"
 }
 
+@test "a client that says DONE without sending one request is an error on the server, not an empty success" {
+  # tests/helpers/hostile_peer.cpp: the server's options echoed, MORE three
+  # times, DONE, and not one WRITE.
+  # The client first: it retries its connect, and --timeout also bounds the server's accept.
+  start_helper hostile build/tests/helpers/hostile_peer lesson11-more 127.0.0.1 "$PORT" 3
+  start_server ./lesson11 -p "$PORT" --timeout 5 --test bw --op write -n 10
+  wait_server 30
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 "lesson11: the client said DONE for 65536 B, but none of its requests reached our QP (its rq_psn did not move): nothing was measured"
+  run cat "$SERVER_OUT"
+  refute_output --partial "result:"
+}
+
+@test "a client that says MORE for ever is cut off after 20 x --timeout on one size" {
+  # The client first: it retries its connect, and --timeout also bounds the server's accept.
+  start_helper hostile build/tests/helpers/hostile_peer lesson11-more 127.0.0.1 "$PORT" 0
+  start_server ./lesson11 -p "$PORT" --timeout 1 --test bw --op write -n 10
+  SECONDS=0
+  wait_server 60
+  assert_equal "$SERVER_STATUS" 1
+  ((SECONDS < 45)) || fail "the server took $SECONDS s"
+  run cat "$SERVER_ERR"
+  assert_line --index 0 "lesson11: the client still says MORE after 20 s (20 x --timeout) on one size"
+  run cat "$SERVER_OUT"
+  refute_output --partial "result:"
+}
+
 @test "--batch posts several WRs per ibv_post_send call, and --signal asks for fewer completions" {
   measure --test bw --op write -s 1024 -n 256 --batch 8 --signal 16 --depth 64
   assert_success

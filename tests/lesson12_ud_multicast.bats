@@ -46,6 +46,35 @@ start_fake_server() {
   assert_line "result: 2 + 3 = 5"
 }
 
+@test "a datagram from a third QP is ignored, counted and reported, and the client keeps waiting for its server" {
+  # The fake server's exchange names QP 0x123, which does not exist, so no
+  # answer ever comes; a third UD QP (tests/helpers/hostile_peer.cpp) sends
+  # the client an answer saying 1337. All three share this host's GID, so
+  # wc.src_qp is what tells them apart.
+  start_fake_server rtr 12 192.0.2.1
+  # The third QP is made ready first; it reads the client's QP number from
+  # the client's output the moment its receive is posted, and sends at once:
+  # the client's four tries of 1 s each are all the time there is.
+  start_helper stray build/tests/helpers/hostile_peer ud-stray "@$BATS_TEST_TMPDIR/client.out" 192.0.2.1
+  local i
+  for ((i = 0; i < 300; i++)); do
+    grep -q "ready" "$BATS_TEST_TMPDIR/stray.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  start_helper client ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  wait_helper stray 30
+  assert_equal "$HELPER_STATUS" 0
+  run cat "$BATS_TEST_TMPDIR/stray.out"
+  assert_line "hostile_peer: completion IBV_WC_SUCCESS"
+  wait_helper client 20
+  assert_equal "$HELPER_STATUS" 1
+  run cat "$BATS_TEST_TMPDIR/client.out"
+  assert_line --regexp '^client: ignored a datagram from QP 0x[0-9a-f]+ at ::ffff:192\.0\.2\.1: not the peer of the exchange \(QP 0x123 at ::ffff:192\.0\.2\.1\); 1 so far$'
+  refute_output --partial "1337"
+  assert_line "client: sending 2 and 3 (16 bytes), try 4 of 4"
+  assert_equal "${lines[-1]}" "result: error: no answer after 4 tries: every datagram was dropped (is the server running? is the Q_Key right?)"
+}
+
 @test "a datagram that finds no receive is dropped: the sender's completion says success, and a retry gets the sum" {
   local pkts recvs
   pkts=$(counter rcvd_pkts) recvs=$(counter rdma_recvs)
@@ -188,6 +217,21 @@ start_fake_server() {
   assert_line --regexp "^sender: 127\.0\.0\.1:$PORT did not answer \(ECONNREFUSED \(Connection refused\)\); retrying for up to 2 s$"
   refute_line --partial "client:"
   [[ "$stderr" == *"could not connect to 127.0.0.1:$PORT within 2 s"* ]]
+}
+
+@test "the receivers leave their group: nothing librdmacm keeps for a join is left behind (LeakSanitizer)" {
+  local lsan
+  lsan=$(gcc -print-file-name=liblsan.so 2>/dev/null)
+  [[ $lsan == /* && -f $lsan ]] || skip "no liblsan.so here (gcc's LeakSanitizer runtime)"
+  # LD_PRELOAD: LeakSanitizer checks an uninstrumented program at its exit.
+  start_server env LD_PRELOAD="$lsan" ./lesson12 -p "$PORT" --timeout 20 --mcast -r 2 -k 1
+  wait_for_server_line "waiting for a sender"
+  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 1 127.0.0.1
+  assert_success
+  wait_server 20
+  run cat "$SERVER_ERR"
+  refute_output --partial "LeakSanitizer"
+  assert_equal "$SERVER_STATUS" 0
 }
 
 @test "a unicast client refuses multicast receivers, and a multicast sender a unicast server" {

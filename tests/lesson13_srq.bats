@@ -186,10 +186,57 @@ limit_count() {
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
-  assert_line --index 0 "lesson13: nothing happened for 8 s; still waiting for client 1 (0 served)"
+  assert_line --index 0 --regexp '^lesson13: client 1 \(127\.0\.0\.1:[0-9]+\) sent nothing for 8 s \(0 served\); dropped it: QP 0x[0-9a-f]+ to IBV_QPS_ERR, connection closed$'
   run cat "$SERVER_OUT"
   assert_line "server: 1 of 1 clients connected; sending GO"
-  refute_output --partial "result:"
+  assert_equal "${lines[-1]}" "result: error: served 0 requests; dropped 1 of 1 client that broke the protocol (stderr says why)"
+}
+
+@test "a client that sends half a DONE and stops is dropped on its own clock; the other client is served to the end" {
+  # Client 1 (a fake, tests/helpers/fake_peer.py) sends "DO" after GO and
+  # nothing more; client 2 sends its 50 requests meanwhile.
+  # The fake first (it retries its connect): --timeout bounds the server's accept too.
+  start_fake client 13 192.0.2.1 DO
+  start_server ./lesson13 -p "$PORT" --timeout 6 -c 2
+  wait_for_server_line "waiting for client 2 of 2" 10
+  start_helper c2 ./lesson13 -p "$PORT" --timeout 6 127.0.0.1 -n 50
+  wait_helper c2 30
+  assert_equal "$HELPER_STATUS" 0
+  run tail -n 1 "$BATS_TEST_TMPDIR/c2.out"
+  assert_output --regexp '^result: 50 requests answered on QP 0x[0-9a-f]+, every sum right$'
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 --regexp '^lesson13: client 1 \(127\.0\.0\.1:[0-9]+\) sent nothing for 6 s \(0 served\); dropped it: QP 0x[0-9a-f]+ to IBV_QPS_ERR, connection closed$'
+  run cat "$SERVER_OUT"
+  assert_line "server: client 2 is done after 50 requests"
+  assert_equal "${lines[-1]}" "result: error: served 50 requests; dropped 1 of 2 clients that broke the protocol (stderr says why)"
+}
+
+@test "a client whose SEND is longer than the server's receives is dropped; the other client is served to the end" {
+  # Client 1 (tests/helpers/hostile_peer.cpp) sends one SEND of 128 bytes
+  # into the SRQ's 64-byte receives; client 2 sends its 50 requests.
+  # The hostile client first (it retries its connect): --timeout bounds the server's accept too.
+  start_helper hostile build/tests/helpers/hostile_peer lesson13-oversized 127.0.0.1 "$PORT"
+  start_server ./lesson13 -p "$PORT" --timeout 10 -c 2
+  wait_for_server_line "waiting for client 2 of 2" 20
+  start_helper c2 ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 50
+  wait_helper c2 30
+  assert_equal "$HELPER_STATUS" 0
+  run tail -n 1 "$BATS_TEST_TMPDIR/c2.out"
+  assert_output --regexp '^result: 50 requests answered on QP 0x[0-9a-f]+, every sum right$'
+  wait_server 20
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 --regexp '^lesson13: client 1 \(127\.0\.0\.1:[0-9]+\) sent a request its receive could not take \(IBV_WC_LOC_QP_OP_ERR\); dropped it: QP 0x[0-9a-f]+ to IBV_QPS_ERR, connection closed$'
+  run cat "$SERVER_OUT"
+  assert_line "server: client 2 is done after 50 requests"
+  assert_equal "${lines[-1]}" "result: error: served 50 requests; dropped 1 of 2 clients that broke the protocol (stderr says why)"
+  # The hostile client saw its connection closed by the server.
+  wait_helper hostile 10
+  run cat "$BATS_TEST_TMPDIR/hostile.out"
+  assert_line "hostile_peer: SEND of 128 bytes"
+  assert_line "hostile_peer: the server closed the connection"
 }
 
 @test "a server rejects a client of another lesson" {

@@ -22,6 +22,17 @@ run_pair() {
   wait_server 20
 }
 
+# A client that breaks the rules (tests/helpers/hostile_peer.cpp), started
+# through start_helper as NAME against a server started with "$@"; its
+# output is in $BATS_TEST_TMPDIR/NAME.out.
+HOSTILE=build/tests/helpers/hostile_peer
+start_hostile_against_server() {
+  local mode=$1
+  shift
+  start_server ./lesson14 -p "$PORT" --timeout 10
+  wait_for_server_line "waiting for a client" 10
+  start_helper hostile "$HOSTILE" "$mode" 127.0.0.1 "$PORT" "$@"
+}
 
 @test "a type 2 window: inside ok, across the end not refused by rxe, revoked and given back refused, re-bound ok" {
   run_pair
@@ -84,11 +95,39 @@ run_pair() {
 }
 
 @test "the server's MR grants no remote access of its own: only the window opens the pool" {
-  run_pair
-  assert_success
+  # The server prints the MR's rkey; a client READs slot 5 through the
+  # window (that works), then with the MR's rkey (that must not).
+  start_server ./lesson14 -p "$PORT" --timeout 10
+  wait_for_server_line "waiting for a client" 10
   run cat "$SERVER_OUT"
   assert_line --regexp '^server: pool of 16 x 256 bytes, MR rkey 0x[0-9a-f]+ \(IBV_ACCESS_MW_BIND \| IBV_ACCESS_LOCAL_WRITE, no remote access\)$'
   assert_line --regexp '^server: ibv_alloc_mw type 2: rkey 0x[0-9a-f]+, not bound yet$'
+  mr_rkey=$(sed -n 's/^server: pool of .* MR rkey \(0x[0-9a-f]*\) .*/\1/p' "$SERVER_OUT")
+  start_helper hostile "$HOSTILE" lesson14-mr-rkey 127.0.0.1 "$PORT" "$mr_rkey"
+  wait_helper hostile 20
+  wait_server 20
+  run cat "$BATS_TEST_TMPDIR/hostile.out"
+  assert_line --index 2 --regexp '^hostile_peer: READ of 256 bytes at 0x[0-9a-f]+, rkey 0x[0-9a-f]+$'
+  assert_line --index 3 "hostile_peer: completion IBV_WC_SUCCESS"
+  assert_line --index 4 --regexp "^hostile_peer: READ of 256 bytes at 0x[0-9a-f]+, rkey $mr_rkey\$"
+  assert_line --index 5 "hostile_peer: completion IBV_WC_REM_ACCESS_ERR"
+}
+
+@test "a client that writes past the window and leaves no NUL cannot make the server read past its slot" {
+  start_hostile_against_server lesson14-overrun
+  wait_helper hostile 20
+  wait_server 20
+  run cat "$BATS_TEST_TMPDIR/hostile.out"
+  assert_line --regexp '^hostile_peer: WRITE of 2816 bytes at 0x[0-9a-f]+, rkey 0x[0-9a-f]+$'
+  assert_line "hostile_peer: completion IBV_WC_SUCCESS"
+  # The server prints the slot's 256 bytes, not the 2816 the client wrote
+  # (strlen would run to the pool's end and beyond it).
+  run grep '^server: slot 5 now holds' "$SERVER_OUT"
+  assert_output "server: slot 5 now holds \"$(printf 'A%.0s' {1..256})\""
+  # Then the client is gone, and the server says so.
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_line --index 0 --partial "closed the connection during the READ across the end"
 }
 
 @test "-h prints every option with its default; misuse is one line and exit 2" {

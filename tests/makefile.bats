@@ -71,3 +71,11 @@ recipe_makeflags() {
   assert_success
   assert_output --regexp "(^| )-j1( |$)"
 }
+
+@test "make CXXFLAGS=... on the command line replaces only the optimisation flags: C++20, the warnings and rdma-core's flags stay" {
+  run -0 make -n -B CXXFLAGS='-O1 -g -fsanitize=address,undefined' lesson1
+  assert_line --regexp '^g\+\+ -O1 -g -fsanitize=address,undefined -std=c\+\+20 -Wall -Wextra -Werror -Icommon .*lessons/01_device_query/lesson1\.cpp build/libworkbook\.a .*-libverbs -lrdmacm'
+  refute_output --partial "-O2"
+  CXXFLAGS=-O0 run -0 make -n -B lesson1
+  assert_line --regexp '^g\+\+ -O0 -std=c\+\+20 -Wall -Wextra -Werror -Icommon .*lesson1\.cpp .*-libverbs -lrdmacm'
+}

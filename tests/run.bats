@@ -50,6 +50,14 @@ suite() {
   assert_equal "${lines[${#lines[@]} - 1]}" "1 passed, 1 failed, 0 skipped"
 }
 
+@test "a BATS_TEST_TIMEOUT that is not a number is refused before anything runs, and runs no command" {
+  suite a '@test "passes" { true; }'
+  # shellcheck disable=SC2016 # the $(...) is the attack: it must stay text
+  BATS_TEST_TIMEOUT='x[$(touch '"$S"'/pwned)]' run -2 tests/run.sh "$S/a.bats"
+  assert_output "tests/run.sh: BATS_TEST_TIMEOUT must be a whole number of seconds, 1 to 999999, not 'x[\$(touch $S/pwned)]'"
+  [[ ! -e $S/pwned ]] || fail "a command in BATS_TEST_TIMEOUT ran"
+}
+
 @test "a lesson older than its source is rebuilt before any test runs" {
   suite a '@test "passes" { true; }'
   touch lessons/01_device_query/lesson1.cpp

@@ -52,6 +52,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
+# BATS_TEST_TIMEOUT is used in arithmetic below, where bash would run a
+# command substitution hidden in it ('x[$(cmd)]'): a number, or exit 2.
+check_test_timeout() {
+  [[ -z ${BATS_TEST_TIMEOUT:-} || $BATS_TEST_TIMEOUT =~ ^[1-9][0-9]{0,5}$ ]] && return 0
+  echo "tests/run.sh: BATS_TEST_TIMEOUT must be a whole number of seconds, 1 to 999999, not '$BATS_TEST_TIMEOUT'" >&2
+  exit 2
+}
+check_test_timeout
+
 # The number of tests a file declares.
 declared_tests() { grep -cE '^@test ' "$1"; }
 

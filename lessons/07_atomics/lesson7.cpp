@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
         .synopsis = "[options] [-c CLIENTS]   server: a shared counter and lock word\n"
                     "  lesson7 [options] HOST [-n N]    client: N FETCH_AND_ADDs, then take and release the lock",
         .summary = "atomics: FETCH_AND_ADD on a shared counter, COMPARE_AND_SWAP as a lock",
+        .server_scope = "The server listens on every address of this host (IPv4 and IPv6, port -p) and serves\n"
+                        "CLIENTS clients together: the first connection that goes wrong ends it for all\n"
+                        "(exit 1). Run it where you trust whoever can reach that port.",
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();

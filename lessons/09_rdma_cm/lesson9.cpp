@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
         .numbers_after_host = true,
         .port_and_gid = false,
         .no_address_options = "rdma_cm picks the port and GID from the IP address",
+        .server_scope = "The server listens on every address of this host (or only -b's), RDMA CM port -p,\n"
+                        "and serves one client: the first connection that goes wrong ends it (exit 1).\n"
+                        "Run it where you trust whoever can reach that port.",
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).

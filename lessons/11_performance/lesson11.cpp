@@ -344,17 +344,36 @@ struct Heartbeat {
 };
 
 // The server's end of a size: "MORE" tokens (the client is still measuring),
-// then "DONE". Each token is waited for at most timeout_s.
+// then "DONE". Each token is waited for at most timeout_s, and the whole size
+// at most kMoreTimeouts x timeout_s: a client that says MORE for ever must not
+// hold the server for ever.
+constexpr int kMoreTimeouts = 20;
 void wait_for_done(wb::Connection& conn, int timeout_s) {
+    const int64_t deadline = now_ns() + int64_t{kMoreTimeouts} * timeout_s * 1'000'000'000;
     for (;;) {
         uint8_t token[4];
         if (!wb::recv_exact(conn, token, timeout_s))
             wb::fail("the client closed the connection before it said DONE", "did the client fail? see its output");
+        if (std::memcmp(token, "MORE", 4) == 0 && now_ns() > deadline)
+            wb::fail("the client still says MORE after " + std::to_string(kMoreTimeouts * timeout_s) + " s (" +
+                         std::to_string(kMoreTimeouts) + " x --timeout) on one size",
+                     "raise --timeout for a longer measurement");
         if (std::memcmp(token, "MORE", 4) == 0) continue;
         if (std::memcmp(token, "DONE", 4) == 0) return;
         wb::fail("the client sent '" + wb::printable(reinterpret_cast<const char*>(token), 4) +
                  "' where MORE or DONE belongs");
     }
+}
+
+// The next PSN our QP expects from its peer (rq_psn): it moves on with every
+// request packet that arrives, SEND, WRITE or READ, whether or not our CPU
+// sees it. For a WRITE or READ stream, the one sign on the server's side
+// that the client's requests really came.
+uint32_t expected_psn(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_RQ_PSN, &init));
+    return attr.rq_psn;
 }
 
 }  // namespace
@@ -604,6 +623,7 @@ int main(int argc, char** argv) {
         std::memset(target_buf.get(), 0, buf_bytes);
         volatile uint8_t* mark = reinterpret_cast<volatile uint8_t*>(target_buf.get()) + size - 1;
         uint8_t* out_mark = reinterpret_cast<uint8_t*>(local_buf.get()) + size - 1;
+        const uint32_t psn_at_go = is_server ? expected_psn(qp.get()) : 0;
         if (is_server)
             wb::send_token(conn, "GO!!");
         else
@@ -713,10 +733,17 @@ int main(int argc, char** argv) {
         // 10. End each size together: the client says "DONE" when it has
         //     its number; the server waits for it (for WRITE and READ, the
         //     server has no other way to know), with "MORE" on the way.
-        if (is_server)
+        //     A DONE with no request behind it measured nothing: an error.
+        if (is_server) {
             wait_for_done(conn, opt.timeout_s);
-        else
+            if (expected_psn(qp.get()) == psn_at_go)
+                wb::fail("the client said DONE for " + std::to_string(size) +
+                             " B, but none of its requests reached our QP (its rq_psn did not move): nothing was "
+                             "measured",
+                         "is the client a lesson-11 client of this workbook?");
+        } else {
             wb::send_token(conn, "DONE");
+        }
     }
     waiter.ack_all();
     if (is_server)

@@ -15,7 +15,8 @@
 // for the Global Route Header (GRH) of the packet that filled it
 // (IBV_WC_GRH): the message itself begins at byte 40. The server answers
 // whoever asked by building the address handle from that header
-// (ibv_create_ah_from_wc).
+// (ibv_create_ah_from_wc), once it has checked that whoever asked is the
+// client of the exchange: without a connection, any UD QP can send to ours.
 //
 // With --mcast, one process runs R receiver QPs that join a multicast group,
 // and a sender sends K datagrams ONCE to the group's GID: each receiver QP
@@ -35,8 +36,10 @@
 // Verbs it introduces:
 //     IBV_QPT_UD; ibv_modify_qp to RTR and RTS with no remote fields, a Q_Key (IBV_QP_QKEY)
 //     ibv_create_ah (ibv_ah_attr: GID, sgid_index, hop_limit), ibv_create_ah_from_wc
-//     ibv_post_send's wr.ud: ah, remote_qpn, remote_qkey; IBV_WC_GRH, wc.src_qp
-//     rdma_join_multicast (RDMA_PS_UDP), RDMA_CM_EVENT_MULTICAST_JOIN, ibv_attach_mcast, ibv_detach_mcast
+//     ibv_post_send's wr.ud: ah, remote_qpn, remote_qkey; IBV_WC_GRH, wc.src_qp,
+//     ibv_init_ah_from_wc (who sent a datagram: checked against the peer of the exchange)
+//     rdma_join_multicast (RDMA_PS_UDP), RDMA_CM_EVENT_MULTICAST_JOIN, ibv_attach_mcast, ibv_detach_mcast,
+//     rdma_leave_multicast
 //
 // Read more: man ibv_create_ah, man ibv_create_ah_from_wc, man ibv_post_send
 // (the ud fields), man ibv_attach_mcast, man rdma_join_multicast, rdma-core's
@@ -204,6 +207,39 @@ long long port_counter(const char* device, uint8_t port, const char* name) {
     return (f >> v) ? v : -1;
 }
 
+// UD has no connection: any UD QP that knows our QP number and the Q_Key
+// can send us a datagram. So each one is checked against the peer of the
+// exchange: its QP (wc.src_qp) and its GID (the GRH's source, as
+// ibv_init_ah_from_wc reads it: on RoCE v2, from the IPv4 header) or, with
+// no GRH (InfiniBand), its LID. A datagram from anyone else is counted in
+// `strays` and reported in one line; the caller ignores it, posts its
+// receive again and keeps waiting.
+bool from_peer(ibv_context* ctx, uint8_t port, ibv_wc& wc, char* buf, const wb::PeerInfo& peer, const char* me,
+               int& strays) {
+    std::string sender, expected;
+    if (wc.wc_flags & IBV_WC_GRH) {
+        ibv_ah_attr from{};
+        CHECK_RC(ibv_init_ah_from_wc(ctx, port, &wc, reinterpret_cast<ibv_grh*>(buf), &from));
+        if (wc.src_qp == peer.qp_num && std::memcmp(&from.grh.dgid, &peer.gid, sizeof peer.gid) == 0) return true;
+        sender = wb::gid_to_string(from.grh.dgid);
+        expected = wb::gid_to_string(peer.gid);
+    } else {
+        if (wc.src_qp == peer.qp_num && wc.slid == peer.lid) return true;
+        sender = "LID " + std::to_string(wc.slid);
+        expected = "LID " + std::to_string(peer.lid);
+    }
+    ++strays;
+    std::printf("%s: ignored a datagram from QP 0x%x at %s: not the peer of the exchange (QP 0x%x at %s); %d so far\n",
+                me, wc.src_qp, sender.c_str(), peer.qp_num, expected.c_str(), strays);
+    return false;
+}
+
+// What is left of a wait that ends at `deadline` (zero once it has passed).
+std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    return std::max(left, std::chrono::milliseconds(0));
+}
+
 // The source IPv4 address in a receive buffer's GRH area (RoCE v2 over IPv4).
 std::string grh_source_ipv4(const char* buf) {
     char text[INET_ADDRSTRLEN] = "?";
@@ -362,8 +398,19 @@ int main(int argc, char** argv) {
         }
         // 7. Wait for the request. byte_len counts the 40 GRH bytes too, and
         //    IBV_WC_GRH says they are there; wc.src_qp is the sender's QP.
+        //    Only the client of the exchange is answered (from_peer); for
+        //    anyone else's datagram the receive is posted again, and the wait
+        //    goes on within the same --timeout.
         std::printf("server: waiting for the client's datagram\n");
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opt.timeout_s);
+        int strays = 0;
         ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
+        while (!from_peer(ctx.get(), addr.port, wc, recv_buf.get(), peer, "server", strays)) {
+            post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
+            const auto left_s = (left_until(deadline).count() + 999) / 1000;  // whole seconds, rounded up
+            wc = wb::poll_one(recv_cq.get(), static_cast<int>(std::max<long long>(left_s, 1)),
+                              "the client's request (RECV)", conn);
+        }
         const uint32_t len = message_length(wc);
         std::printf("server: completion %s, %u bytes = 40 GRH + %u message, from QP 0x%x at %s\n",
                     wb::wc_opcode_str(wc.opcode), wc.byte_len, len, wc.src_qp,
@@ -376,7 +423,8 @@ int main(int argc, char** argv) {
 
         // 8. Answer whoever asked: ibv_create_ah_from_wc reads the sender's
         //    address out of the GRH in our buffer, and wc.src_qp is its QP.
-        //    Any UD QP that knows our QPN and Q_Key could have sent this.
+        //    Any UD QP that knows our QPN and Q_Key could have sent one:
+        //    from_peer above made sure this one is the client's.
         wb::AddressHandle reply_ah{CHECK_PTR(
             ibv_create_ah_from_wc(pd.get(), &wc, reinterpret_cast<ibv_grh*>(recv_buf.get()), addr.port))};
         std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
@@ -426,6 +474,7 @@ int main(int argc, char** argv) {
     const wb::SumRequest request = wb::make_sum_request(a, b);
     std::memcpy(send_buf.get(), &request, sizeof request);
     std::optional<ibv_wc> answer;
+    int strays = 0;
     for (int attempt = 1; attempt <= kTries && !answer; ++attempt) {
         std::printf("client: sending %" PRId64 " and %" PRId64 " (%u bytes), try %d of %d\n", a, b, send_bytes,
                     attempt, kTries);
@@ -433,7 +482,15 @@ int main(int argc, char** argv) {
         const ibv_wc sent = wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
         std::printf("client: send completion %s: the datagram left; nobody tells us whether it arrived\n",
                     wb::wc_status_name(sent.status));
-        answer = poll_for(recv_cq.get(), kAnswerWait, "the server's response (RECV)");
+        // The answer, from the server of the exchange only (from_peer): a
+        // datagram from anyone else is ignored within the same wait.
+        const auto until = std::chrono::steady_clock::now() + kAnswerWait;
+        for (;;) {
+            answer = poll_for(recv_cq.get(), left_until(until), "the server's response (RECV)");
+            if (!answer || from_peer(ctx.get(), addr.port, *answer, recv_buf.get(), peer, "client", strays)) break;
+            answer.reset();
+            post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
+        }
         if (!answer)
             std::printf("client: no answer within %lld ms: the datagram or its answer was lost\n",
                         static_cast<long long>(kAnswerWait.count()));
@@ -543,10 +600,11 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
     }
 
     // The receivers' rdma_cm objects (declared here so that they outlive the QPs'
-    // attachment: the group is left when the id is destroyed, after the QPs).
+    // attachment; the group is left with rdma_leave_multicast at the end).
     wb::EventChannel channel;
     wb::CmId id;
     ibv_gid group_gid{};
+    sockaddr_storage group{};
     if (!is_sender) {
         // 6. Join the group. On RoCE v2 a group is an IP multicast group, and
         //    the host must JOIN it (IGMP), or the IP layer drops the packets
@@ -555,7 +613,7 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
         //    the netdev) and answers with the group's GID and Q_Key;
         //    ibv_attach_mcast alone would only tell rxe which QPs get copies.
         //    So: rdma_join_multicast once, then ibv_attach_mcast per QP.
-        sockaddr_storage group = wb::ip_address(group_text, 0, "GROUP");
+        group = wb::ip_address(group_text, 0, "GROUP");
         in_addr local_ip{};
         std::memcpy(&local_ip, addr.gid.raw + 12, 4);  // our GID ::ffff:a.b.c.d is the IPv4 address a.b.c.d
         sockaddr_in local = {.sin_family = AF_INET, .sin_port = 0, .sin_addr = local_ip, .sin_zero = {}};
@@ -671,8 +729,11 @@ int run_multicast(const wb::Options& opt, const std::string& group_text, bool is
     }
     // 9. Detach before the QPs are destroyed: rxe refuses to destroy a QP
     //    that is still attached to a group (EBUSY, and then its CQs and the
-    //    PD are busy too). rdma_destroy_id, after the QPs, leaves the group.
+    //    PD are busy too). Then leave the group, the counterpart of
+    //    rdma_join_multicast: it frees what librdmacm keeps for the join
+    //    (rdma_destroy_id alone would leak it).
     for (int i = 0; i < qps; ++i) CHECK_RC(ibv_detach_mcast(qp[i].get(), &group_gid, 0));
+    CHECK_ERRNO(rdma_leave_multicast(id.get(), reinterpret_cast<sockaddr*>(&group)));
     if (sender_count != 0 && sender_count != count)
         wb::result_error("the sender sent " + std::to_string(sender_count) + " datagrams, the receivers expect " +
                          std::to_string(count) + ": the two sides' -k differ; give both the same -k");

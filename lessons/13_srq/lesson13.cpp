@@ -41,6 +41,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
@@ -76,6 +77,10 @@ constexpr uint32_t kRecvBufferBytes = 64;
 // Answers the server may have in flight on one QP (its max_send_wr). More
 // wait in a queue in this program until a SEND completion frees a slot.
 constexpr uint32_t kSendDepth = 16;
+// A real client has at most its burst of requests unanswered; a client with
+// more answers waiting than that takes none of them (no receives posted), and
+// is dropped before its queue eats the server's memory.
+constexpr size_t kMaxWaiting = kMaxRequests;
 // The server's wr_id of a SEND: this bit set, the client's index below it.
 // A receive's wr_id is the index of its buffer.
 constexpr uint64_t kSendTag = 1ull << 32;
@@ -134,8 +139,25 @@ struct Client {
     uint64_t answers_posted = 0;          // also picks the slot of the next answer's buffer
     uint32_t sends_in_flight = 0;
     int served = 0;
+    std::string token;                    // DONE's bytes so far: TCP may deliver them in pieces
     bool done = false;                    // said DONE on the TCP connection
+    bool dropped = false;                 // broke the protocol: its QP is in ERR, its connection closed
+    std::chrono::steady_clock::time_point last_news{};  // its last request, answer or TCP byte
 };
+
+// Drop a client that broke the protocol, and only that one: its QP to ERR
+// (the SENDs it has in flight are flushed; the receives on the SRQ stay
+// posted for the others), its TCP connection closed, its waiting answers
+// forgotten. One line on stderr says who and why.
+void drop(Client& c, int index, const std::string& why) {
+    ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+    CHECK_RC(ibv_modify_qp(c.qp.get(), &attr, IBV_QP_STATE));
+    std::fprintf(stderr, "%s: client %d (%s) %s; dropped it: QP 0x%x to IBV_QPS_ERR, connection closed\n",
+                 wb::program_name(), index + 1, c.conn.peer().c_str(), why.c_str(), c.qp->qp_num);
+    c.conn = wb::Connection();
+    c.waiting.clear();
+    c.dropped = true;
+}
 
 // The server's receive pool and limit, and what the events did to it.
 struct Srq {
@@ -171,8 +193,10 @@ void refill(Srq& pool) {
 // context's async fd (non-blocking, so ibv_get_async_event returns -1 with
 // EAGAIN when there is none left), handle it, and acknowledge it. Every event
 // returned must be acknowledged exactly once, or destroying the object it
-// names (the SRQ, a QP, a CQ) blocks for ever waiting for the ack.
-void handle_async_events(ibv_context* ctx, Srq& pool) {
+// names (the SRQ, a QP, a CQ) blocks for ever waiting for the ack. An event
+// that names one client's QP adds its number to `broken_qps`: serve() drops
+// that client, and serves the others.
+void handle_async_events(ibv_context* ctx, Srq& pool, std::vector<uint32_t>& broken_qps) {
     for (;;) {
         ibv_async_event ev{};
         if (ibv_get_async_event(ctx, &ev) == -1) {
@@ -196,6 +220,10 @@ void handle_async_events(ibv_context* ctx, Srq& pool) {
         case IBV_EVENT_QP_FATAL:          // a QP (ev.element.qp) hit an error it cannot report in a completion
         case IBV_EVENT_QP_REQ_ERR:        // ... a peer's request broke the transport rules
         case IBV_EVENT_QP_ACCESS_ERR:     // ... a peer's request violated access rights
+            std::printf("server: async event \"%s\" on QP 0x%x\n", ibv_event_type_str(ev.event_type),
+                        ev.element.qp->qp_num);
+            broken_qps.push_back(ev.element.qp->qp_num);
+            break;
         case IBV_EVENT_SRQ_ERR:           // the SRQ itself failed: every QP on it is stuck
         case IBV_EVENT_DEVICE_FATAL:      // the device is gone: nothing on it works any more
             wb::fail(std::string("async event \"") + ibv_event_type_str(ev.event_type) + "\"",
@@ -231,6 +259,9 @@ int main(int argc, char** argv) {
                     "  lesson13 [options] HOST [-n N]                          client: N sum requests k + 100k",
         .summary = "one shared receive queue (SRQ) serves many RC clients; the SRQ limit as an async event",
         .notes = "The SRQ needs at least one receive per client (--srq-size >= -c), and 1 <= L < N.",
+        .server_scope = "The server listens on every address of this host (IPv4 and IPv6, port -p) and serves\n"
+                        "CLIENTS clients. A client that breaks the protocol is dropped (its QP to ERR, its\n"
+                        "connection closed) and the others are served to the end; then it exits 1.",
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
@@ -357,29 +388,54 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     // 7. Serve until every client has said DONE and every answer's SEND has
     //    completed. One loop watches three things: the CQ (busy-polled), the
     //    async fd and the clients' TCP connections (poll(), when the CQ is empty).
+    //    A client that breaks the protocol is dropped, and only that one: a
+    //    request its receive cannot take (a failed RECV), a failed answer,
+    //    more answers waiting than it takes, anything but DONE on TCP, or
+    //    nothing at all for --timeout seconds, on a clock of its own.
     using Clock = std::chrono::steady_clock;
-    auto last_news = Clock::now();
-    int done = 0, total = 0;
-    uint32_t in_flight = 0;
-    while (done < clients || in_flight > 0) {
+    for (Client& c : cs) c.last_news = Clock::now();
+    int total = 0;
+    const auto busy = [&] {
+        for (const Client& c : cs)
+            if (!c.dropped && (!c.done || c.sends_in_flight > 0)) return true;
+        return false;
+    };
+    const auto client_of = [&](uint32_t qp_num) {
+        int who = 0;
+        while (who < clients && cs[who].qp->qp_num != qp_num) ++who;
+        if (who == clients) wb::fail("a completion for QP " + std::to_string(qp_num) + ", not one of ours");
+        return who;
+    };
+    std::vector<uint32_t> broken_qps;  // named by an async event
+    while (busy()) {
         ibv_wc wcs[16];
         const int n = ibv_poll_cq(cq.get(), 16, wcs);
         if (n < 0) wb::fail("ibv_poll_cq(cq.get(), 16, wcs) failed (returned " + std::to_string(n) + ")");
         for (int i = 0; i < n; ++i) {
             const ibv_wc& wc = wcs[i];
-            wb::check_wc(wc, wc.wr_id & kSendTag ? "an answer's SEND" : "a request's RECV on the SRQ");
-            if (wc.wr_id & kSendTag) {  // an answer arrived; its slot is free
-                --cs[wc.wr_id & ~kSendTag].sends_in_flight;
-                --in_flight;
+            if (wc.wr_id & kSendTag) {  // an answer arrived (or was flushed); its slot is free
+                const int who = static_cast<int>(wc.wr_id & ~kSendTag);
+                Client& c = cs[who];
+                --c.sends_in_flight;
+                if (c.dropped) continue;
+                if (wc.status != IBV_WC_SUCCESS)
+                    drop(c, who, std::string("took no answer: the SEND failed with ") + wb::wc_status_name(wc.status));
+                c.last_news = Clock::now();
                 continue;
             }
             // A request. wc.qp_num is OUR QP that it arrived on: the one
-            // number that says which client sent it.
-            int who = 0;
-            while (who < clients && cs[who].qp->qp_num != wc.qp_num) ++who;
-            if (who == clients) wb::fail("a receive completed for QP " + std::to_string(wc.qp_num) + ", not one of ours");
+            // number that says which client sent it (also in a failed completion).
+            const int who = client_of(wc.qp_num);
             Client& c = cs[who];
             const uint32_t slot = static_cast<uint32_t>(wc.wr_id);
+            if (wc.status != IBV_WC_SUCCESS || c.dropped) {  // rxe: IBV_WC_LOC_QP_OP_ERR for a SEND longer than the buffer
+                pool.free_slots.push_back(slot);
+                ++pool.completed;
+                if (!c.dropped)
+                    drop(c, who, std::string("sent a request its receive could not take (") +
+                                     wb::wc_status_name(wc.status) + ")");
+                continue;
+            }
             const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get() + slot * kRecvBufferBytes, wc.byte_len);
             pool.free_slots.push_back(slot);  // read: the buffer may take the next request
             ++pool.completed;
@@ -392,6 +448,9 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
                 std::printf("server: QP 0x%x (client %d) request %d refused: %s\n", wc.qp_num, who + 1, c.served,
                             answer.error.c_str());
             c.waiting.push_back(answer.response);
+            c.last_news = Clock::now();
+            if (c.waiting.size() > kMaxWaiting)
+                drop(c, who, "has more than " + std::to_string(kMaxWaiting) + " answers waiting and takes none");
         }
         if (pool.refill_due && pool.completed >= pool.refill_at) refill(pool);
         // Answer on the QP each request came from, as its send queue allows.
@@ -405,44 +464,68 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
                 post_send(c.qp.get(), answer_mr.get(), slot, sizeof *slot, kSendTag | static_cast<uint64_t>(i));
                 ++c.answers_posted;
                 ++c.sends_in_flight;
-                ++in_flight;
             }
         }
-        if (n > 0) {
-            last_news = Clock::now();
-            continue;
+        // Each client's own clock: the others' traffic does not keep it alive.
+        for (int i = 0; i < clients; ++i) {
+            Client& c = cs[i];
+            if (!c.dropped && !(c.done && c.sends_in_flight == 0) &&
+                Clock::now() - c.last_news > std::chrono::seconds(opt.timeout_s))
+                drop(c, i, "sent nothing for " + std::to_string(opt.timeout_s) + " s (" + std::to_string(c.served) +
+                               " served)");
         }
+        if (n > 0) continue;
 
         // The CQ is empty: sleep at most kIdleMs on the async fd and on the
         // TCP connections of the clients still working (-1: left out).
         std::vector<pollfd> fds{{.fd = ctx->async_fd, .events = POLLIN, .revents = 0}};
-        for (const Client& c : cs) fds.push_back({.fd = c.done ? -1 : c.conn.fd(), .events = POLLIN, .revents = 0});
+        for (const Client& c : cs)
+            fds.push_back({.fd = c.done || c.dropped ? -1 : c.conn.fd(), .events = POLLIN, .revents = 0});
         int ready;
         do {
             ready = poll(fds.data(), fds.size(), kIdleMs);
         } while (ready == -1 && errno == EINTR);
         CHECK_ERRNO(ready);
         if (fds[0].revents & POLLIN) {
-            handle_async_events(ctx, pool);
+            handle_async_events(ctx, pool, broken_qps);
+            for (const uint32_t qp_num : broken_qps) {
+                const int who = client_of(qp_num);
+                if (!cs[who].dropped) drop(cs[who], who, "broke its QP (the async event above)");
+            }
+            broken_qps.clear();
             if (pool.refill_due && pool.completed >= pool.refill_at) refill(pool);
-            last_news = Clock::now();
         }
         for (int i = 0; i < clients; ++i) {
+            Client& c = cs[i];
             if (fds[i + 1].revents == 0) continue;
-            wb::expect_token(cs[i].conn, "DONE", opt.timeout_s);  // or exits 1: the client closed or sent garbage
-            cs[i].done = true;
-            ++done;
-            last_news = Clock::now();
-            std::printf("server: client %d is done after %d requests\n", i + 1, cs[i].served);
-        }
-        if (Clock::now() - last_news > std::chrono::seconds(opt.timeout_s)) {
-            std::string who;
-            for (int i = 0; i < clients; ++i)
-                if (!cs[i].done) who += " client " + std::to_string(i + 1) + " (" + std::to_string(cs[i].served) + " served)";
-            wb::fail("nothing happened for " + std::to_string(opt.timeout_s) + " s; still waiting for" + who,
-                     "is every client still running? raise --timeout if the machine is slow");
+            // Take what has come, never more than DONE's 4 bytes, and never
+            // wait for the rest: a client that sends "DO" and stops must not
+            // stop the loop for everyone (its clock above drops it).
+            char got[4];
+            const ssize_t got_n = recv(c.conn.fd(), got, 4 - c.token.size(), MSG_DONTWAIT);
+            if (got_n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            if (got_n <= 0) {
+                drop(c, i, got_n == 0 ? "closed its connection before DONE"
+                                      : "lost its connection before DONE: " + wb::errno_str(errno));
+                continue;
+            }
+            c.token.append(got, static_cast<size_t>(got_n));
+            c.last_news = Clock::now();
+            if (c.token.size() < 4) continue;
+            if (c.token != "DONE") {
+                drop(c, i, "sent \"" + wb::printable(c.token.data(), c.token.size()) + "\" instead of DONE");
+                continue;
+            }
+            c.done = true;
+            std::printf("server: client %d is done after %d requests\n", i + 1, c.served);
         }
     }
+    int dropped = 0;
+    for (const Client& c : cs) dropped += c.dropped ? 1 : 0;
+    if (dropped > 0)
+        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " + std::to_string(dropped) +
+                         " of " + std::to_string(clients) + " client" + (clients == 1 ? "" : "s") +
+                         " that broke the protocol (stderr says why)");
     std::printf("result: served %d requests from %d client%s with one SRQ of %u receives; limit reached %d time%s\n",
                 total, clients, clients == 1 ? "" : "s", srq_size, pool.limit_events,
                 pool.limit_events == 1 ? "" : "s");

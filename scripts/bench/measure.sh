@@ -39,13 +39,28 @@ roce_v2_ipv4_gid() {
 }
 gid=$(roce_v2_ipv4_gid)
 
+# listening PORT: true once a socket listens on TCP PORT, IPv4 or IPv6
+# (/proc/net/tcp: local address :PORT in hex, state 0A = LISTEN).
+listening() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  grep -hqE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
 # pair CMD...: run CMD as a server, then CMD 127.0.0.1 as its client, each on a
-# new TCP port; print the client's stdout. Bounded: 300 s each.
+# new TCP port; print the client's stdout. Bounded: 300 s each. perftest's
+# client tries to connect once, and its server prints "Waiting for client to
+# connect" before it listens (and buffered, into a file): so the client
+# starts once the server's port is listening (at most 30 s).
 pair() {
   port=$((port + 1))
   timeout 300 "$@" -p "$port" >/dev/null 2>"$out/server.err" &
-  local server=$! status=0
-  sleep 0.5
+  local server=$! status=0 i
+  for ((i = 0; i < 300; i++)); do
+    listening "$port" && break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+  done
   timeout 300 "$@" -p "$port" 127.0.0.1 2>"$out/client.err" || status=$?
   wait "$server" || status=$?
   if ((status != 0)); then

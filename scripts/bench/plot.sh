@@ -45,10 +45,19 @@ series signal signal.csv '$10 == 0' 7 17
 series signal_ev signal.csv '$10 == 1' 7 17
 
 # Only the series that have data: gnuplot stops at an empty file.
-# plot_line FILE TITLE STYLE: one ", 'file' ... title" clause, or nothing.
+# plot_line NAME TITLE STYLE: one ", 'NAME' ... title" clause, or nothing.
+# gnuplot runs in $tmp (draw, below), so its script names the series and
+# the PNG by their fixed names alone: no path (DIR is the user's text, and
+# a quote in it would end a gnuplot string) is ever pasted into it.
 plot_line() {
-  [[ -s $tmp/$1 ]] && printf "'%s' using 1:2 with linespoints %s title '%s', " "$tmp/$1" "$3" "$2"
+  [[ -s $tmp/$1 ]] && printf "'%s' using 1:2 with linespoints %s title '%s', " "$1" "$3" "$2"
   return 0
+}
+
+# draw PNG: gnuplot reads its script on stdin, in $tmp, and writes PNG
+# there; the PNG is then moved into DIR by the shell.
+draw() {
+  (cd "$tmp" && gnuplot) && mv -- "$tmp/$1" "$dir/$1"
 }
 
 # any_data NAME...: true when one of the series has a point; a plot with
@@ -65,9 +74,9 @@ set grid; set key outside right top; set logscale x 2
 set xtics ('2' 2, '16' 16, '128' 128, '1K' 1024, '8K' 8192, '64K' 65536, '512K' 524288)"
 
 plot=latency.png
-any_data send send_ev write read read_ev send_inl write_inl && gnuplot <<GP
+any_data send send_ev write read read_ev send_inl write_inl && draw latency.png <<GP
 $common
-set output '$dir/latency.png'
+set output 'latency.png'
 set title 'lesson 11: typical latency against message size'
 set xlabel 'message size (bytes)'; set ylabel 'typical latency (us)'; set logscale y 10
 plot $(plot_line send 'send (busy polling)' 'lw 2') $(plot_line send_ev 'send --events' 'lw 2') \
@@ -76,9 +85,9 @@ plot $(plot_line send 'send (busy polling)' 'lw 2') $(plot_line send_ev 'send --
 GP
 
 plot=bandwidth.png
-any_data bw_write bw_write_ev bw_read mtu_1024 mtu_4096 && gnuplot <<GP
+any_data bw_write bw_write_ev bw_read mtu_1024 mtu_4096 && draw bandwidth.png <<GP
 $common
-set output '$dir/bandwidth.png'
+set output 'bandwidth.png'
 set title 'lesson 11: bandwidth against message size'
 set xlabel 'message size (bytes)'; set ylabel 'MiB/s'
 plot $(plot_line bw_write 'write' 'lw 2') $(plot_line bw_write_ev 'write --events' 'lw 2') $(plot_line bw_read 'read' 'lw 2') \
@@ -86,9 +95,9 @@ plot $(plot_line bw_write 'write' 'lw 2') $(plot_line bw_write_ev 'write --event
 GP
 
 plot=depth-signal.png
-any_data depth depth_ev signal signal_ev && gnuplot <<GP
+any_data depth depth_ev signal signal_ev && draw depth-signal.png <<GP
 $common
-set output '$dir/depth-signal.png'
+set output 'depth-signal.png'
 set multiplot layout 1,2 title 'lesson 11: WRITE bandwidth against the levers'
 set ylabel 'MiB/s'; set yrange [0:*]; set xrange [0.8:180]; set key inside top left
 set xtics (1, 2, 4, 8, 16, 32, 64, 128)

@@ -16,8 +16,10 @@ As a server it listens on 127.0.0.1:PORT, accepts one client and then, by MODE:
   rtr-close LESSON IPV4      the same, then closes the connection at once
                              (a server that exits after the exchange)
 
-As a client (MODE client LESSON IPV4) it connects to 127.0.0.1:PORT, retrying
-for up to 20 s (the server may start after us), and sends the same PeerInfo.
+As a client (MODE client LESSON IPV4 [TEXT]) it connects to 127.0.0.1:PORT,
+retrying for up to 20 s (the server may start after us), and sends the same
+PeerInfo; with TEXT, it then reads the server's PeerInfo and 4-byte token
+(lesson 13's "GO!!") and sends TEXT, e.g. "DO": half of a DONE.
 
 Except for rtr-close, it then holds the connection open for up to 30 s, so
 the lesson alone decides what happens. It prints "fake peer listening" (or
@@ -58,11 +60,26 @@ def connect(port):
     sys.exit("fake_peer.py: nothing listened on 127.0.0.1:%d within 20 s" % port)
 
 
+def recv_exactly(conn, n):
+    conn.settimeout(30)
+    got = b""
+    while len(got) < n:
+        chunk = conn.recv(n - len(got))
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 def main():
     port, mode, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
     if mode == "client":
         conn = connect(port)
         conn.sendall(peer_info(int(args[0]), ipv4=args[1]))
+        if len(args) > 2:
+            recv_exactly(conn, 54 + 4)
+            conn.sendall(args[2].encode())
+            print("fake peer sent " + args[2], flush=True)
     else:
         conn = accept_one(port)
         if mode == "garbage":
@@ -74,13 +91,7 @@ def main():
             if mode == "rtr-close":
                 # Read the client's PeerInfo first: closing with unread data
                 # would send a reset, which can discard what we sent.
-                conn.settimeout(30)
-                got = b""
-                while len(got) < 54:
-                    chunk = conn.recv(54 - len(got))
-                    if not chunk:
-                        break
-                    got += chunk
+                recv_exactly(conn, 54)
                 conn.close()
                 return
         elif mode != "silent":
