@@ -157,25 +157,14 @@ cmd_exec() {
     # --up: no lab is up, so this command brings one up for CMD alone.
     # shellcheck disable=SC2119 # up takes no arguments
     (cmd_up) || exit $?
-    agent exec "$state" "$timeout" "$(exec_workdir "$state")" -- "$@" 8>&- 9>&- || status=$?
+    agent exec "$state" "$timeout" "$(guest_workdir "$state/xfer")" -- "$@" 8>&- 9>&- || status=$?
     agent down "$state"
     exit "$status"
   fi
   exec 8>&- 9>&-
   # exec: the PID of `lab.sh exec` is the client's own, so that a signal
   # sent to it reaches the command in the guest (the client passes it on).
-  exec "$(agent_python)" -I -S "$SELF_DIR/lab/agent.py" exec "$state" "$timeout" "$(exec_workdir "$state")" -- "$@"
-}
-
-# exec_workdir STATE: the guest's working folder for exec: the current one
-# if the guest sees it (inside the checkout or xfer/), else the checkout's top.
-exec_workdir() {
-  local here
-  here=$(pwd -P)
-  case "$here/" in
-    "$1/xfer"/*) echo "$here" ;;
-    *) guest_workdir ;;
-  esac
+  exec "$(agent_python)" -I -S "$SELF_DIR/lab/agent.py" exec "$state" "$timeout" "$(guest_workdir "$state/xfer")" -- "$@"
 }
 
 # up_states [--pair]: the folder of this checkout's lab, or of the pair's

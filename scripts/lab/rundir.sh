@@ -32,14 +32,15 @@ stop_background_jobs() {
   done
 }
 
-# guest_workdir: the guest's working folder, the current one if inside the
-# checkout, else the checkout's top. Physical paths: git names the checkout
-# by its real path, not a symlink's.
+# guest_workdir [ALSO]: the guest's working folder, the current one if inside the
+# checkout (or in the folder ALSO, which the guest sees too: a lab's xfer/),
+# else the checkout's top. Physical paths: git names the checkout by its
+# real path, not a symlink's.
 guest_workdir() {
-  local here
+  local here also=${1:-$CHECKOUT}
   here=$(pwd -P)
   case "$here/" in
-    "$CHECKOUT"/*) echo "$here" ;;
+    "$CHECKOUT"/* | "$also"/*) echo "$here" ;;
     *) echo "$CHECKOUT" ;;
   esac
 }
