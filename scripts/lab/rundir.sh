@@ -72,7 +72,7 @@ write_guest_files() {
     if [[ $mode == pair ]]; then
       printf 'export LAB_ROLE=%q LAB_ADDR=%q LAB_PEER_ADDR=%q\n' "$role" "${addr%/*}" "$peer_addr"
     fi
-    printf 'cd %q || exit 125\n' "$(guest_workdir)"
+    printf 'cd %q || exit 125\n' "$(guest_workdir "$CHECKOUT")"
     if [[ $# -eq 0 ]]; then
       printf 'export PS1=%q\n' 'lab:\w\$ '
       echo "exec bash --norc -i"
