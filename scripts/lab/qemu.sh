@@ -20,17 +20,32 @@ guest_clock_args() {
   printf 'tsc_early_khz=%d tsc=reliable clocksource=tsc' "$(awk -v m="$mhz" 'BEGIN { printf "%d", m * 1000 }')"
 }
 
+# lab_cpus: the guest's vCPU count, from LAB_CPUS (default 1); misuse
+# unless it is a whole number from 1 to this host's cores. Under TCG each
+# vCPU is a host thread (thread=multi): more vCPUs than cores only
+# time-slice them. One vCPU boots fastest; two let a busy-polling process
+# and rxe's kernel work (or the other side of a ping-pong) run at once
+# (docs/lab.md, "How many vCPUs").
+lab_cpus() {
+  local cpus=${LAB_CPUS:-1} cores
+  cores=$(nproc)
+  [[ $cpus =~ ^[1-9][0-9]*$ ]] && ((cpus <= cores)) ||
+    misuse "LAB_CPUS must be a whole number of vCPUs from 1 to this host's $cores cores, not '$cpus'"
+  echo "$cpus"
+}
+
 # qemu_base_args LAB ROLE RUNDIR: the qemu arguments every guest shares,
 # NUL-separated (read them with mapfile -d ''). LAB is prepare_lab's three
 # lines; ROLE is a or b; RUNDIR/share is the per-run share.
 qemu_base_args() {
   local kernel initramfs accel role=$2 rundir=$3
   { read -r kernel && read -r initramfs && read -r accel; } <<<"$1"
-  local accel_words args
+  local accel_words args cpus
   mapfile -d '' -t accel_words < <(accel_args "$accel")
+  cpus=$(lab_cpus)
   args=(
     -nodefaults -no-user-config -display none -no-reboot
-    "${accel_words[@]}" -m 1024M -kernel "$kernel" -initrd "$initramfs"
+    "${accel_words[@]}" -smp "$cpus" -m 1024M -kernel "$kernel" -initrd "$initramfs"
     # quiet: the console is a slow serial port. acpi=off: skips ACPI
     # table parsing and IRQ link setup (-0.4 s), nothing here needs it.
     # panic=-1 reboot=t: a panic or a reboot ends qemu at once.
