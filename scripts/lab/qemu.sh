@@ -29,8 +29,9 @@ guest_clock_args() {
 lab_cpus() {
   local cpus=${LAB_CPUS:-1} cores
   cores=$(nproc)
-  [[ $cpus =~ ^[1-9][0-9]*$ ]] && ((cpus <= cores)) ||
+  if [[ ! $cpus =~ ^[1-9][0-9]*$ ]] || ((cpus > cores)); then
     misuse "LAB_CPUS must be a whole number of vCPUs from 1 to this host's $cores cores, not '$cpus'"
+  fi
   echo "$cpus"
 }
 
