@@ -58,7 +58,8 @@ if compgen -G '/sys/class/infiniband/*' >/dev/null; then
   scripts/bench/measure.sh "$out"
 else
   # The guest sees our files read-only: it writes to its own /tmp and prints
-  # each file after a "==> NAME <==" line, which we split back into $out.
+  # each file after a "==> NAME <==" line, which we split back into $out;
+  # the rest is shown as it comes (awk, not tr: tr would hold it back).
   # Its clock: scripts/lab.sh gives the guest the host's TSC rate, so that
   # it has nanoseconds rather than 4 ms jiffies (lab/qemu.sh, guest_clock_args).
   cpus=${LAB_CPUS:-1}
@@ -68,7 +69,8 @@ else
   if ! LAB_CPUS=$cpus LAB_ENV="${LAB_ENV:+$LAB_ENV }BENCH_SCALE BENCH_ROUNDS" \
     scripts/lab.sh run --timeout 1800 -- bash -c \
     'scripts/bench/measure.sh /tmp/bench && for f in /tmp/bench/*.csv; do echo "==> ${f##*/} <=="; cat "$f"; done' |
-    tr -d '\r' | awk -v out="$out" '
+    awk -v out="$out" '
+                    { sub(/\r$/, "") } # the serial console ends lines with CR LF
       /^==> .* <==$/ { file = out "/" $2; next }
       file != ""    { print > file; next }
                     { print; fflush() }'; then

@@ -47,7 +47,7 @@ pair() {
   port=$((port + 1))
   timeout 300 "$@" -p "$port" >/dev/null 2>"$out/server.err" &
   local server=$! status=0
-  sleep 0.5
+  listening "$port" "$server"
   timeout 300 "$@" -p "$port" 127.0.0.1 2>"$out/client.err" || status=$?
   wait "$server" || status=$?
   if ((status != 0)); then
@@ -55,6 +55,18 @@ pair() {
     cat "$out/client.err" "$out/server.err" >&2
     return 1
   fi
+}
+
+# listening PORT PID: wait until something listens on TCP PORT (perftest's
+# client gives up at once where nothing does; a loaded guest may take
+# seconds to start the server), at most 30 s, or until PID has ended.
+listening() {
+  local i
+  for ((i = 0; i < 300; i++)); do
+    [[ -z $(ss -Hltn "sport = :$1" 2>/dev/null) ]] || return 0
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.1
+  done
 }
 
 # l11 CSV ARGS...: lesson 11 with ARGS, rows appended to OUTDIR/CSV.csv; prints
@@ -152,6 +164,7 @@ for ((r = 1; r <= rounds; r++)); do
     for ((i = ${#names[@]} - 1; i >= 0; i--)); do order+=("${names[i]}"); done
   fi
   for name in "${order[@]}"; do
+    port=$((port + 2)) # measure_once runs in a subshell: its ports are not counted here
     val[$name.$r]=$(measure_once "$name")
     echo "$r,$name,${val[$name.$r]}" >>"$rounds_csv"
   done
