@@ -41,14 +41,30 @@ roce_v2_ipv4_gid() {
 }
 gid=$(roce_v2_ipv4_gid)
 
+# on_events_pin ARGS...: "taskset -c 0" (one word a line) when ARGS wait on
+# completion events (--events, perftest's -e) and there are two CPUs or
+# more. Both sides then share CPU 0: a side that sleeps is woken by the
+# other, and in a qemu guest a wake-up that crosses vCPUs waits for the
+# host to run the sleeping vCPU's thread: milliseconds on a busy host,
+# against 150 us within one vCPU (docs/lesson11-performance.md). Busy
+# pollers are left where Linux puts them: on CPUs of their own.
+on_events_pin() {
+  (($(nproc) >= 2)) || return 0
+  [[ " $* " == *" --events "* || " $* " == *" -e "* ]] || return 0
+  printf '%s\n' taskset -c 0
+}
+
 # pair CMD...: run CMD as a server, then CMD 127.0.0.1 as its client, each on a
-# new TCP port; print the client's stdout. Bounded: 300 s each.
+# new TCP port; print the client's stdout. Bounded: 300 s each; on events, both
+# on CPU 0.
 pair() {
   port=$((port + 1))
-  timeout 300 "$@" -p "$port" >/dev/null 2>"$out/server.err" &
+  local pin
+  mapfile -t pin < <(on_events_pin "$@")
+  timeout 300 "${pin[@]}" "$@" -p "$port" >/dev/null 2>"$out/server.err" &
   local server=$! status=0
   listening "$port" "$server"
-  timeout 300 "$@" -p "$port" 127.0.0.1 2>"$out/client.err" || status=$?
+  timeout 300 "${pin[@]}" "$@" -p "$port" 127.0.0.1 2>"$out/client.err" || status=$?
   wait "$server" || status=$?
   if ((status != 0)); then
     echo "bench: '$* 127.0.0.1' failed ($status):" >&2
@@ -70,15 +86,16 @@ listening() {
 }
 
 # l11 CSV ARGS...: lesson 11 with ARGS, rows appended to OUTDIR/CSV.csv; prints
-# the client's output. sweep: the same, silent.
+# the client's output; on events, both on CPU 0 (as pair). sweep: the same, silent.
 l11() {
-  local csv=$1
+  local csv=$1 pin
   shift
   port=$((port + 1))
-  timeout 300 ./lesson11 -p "$port" --timeout 60 "$@" >/dev/null 2>"$out/server.err" &
+  mapfile -t pin < <(on_events_pin "$@")
+  timeout 300 "${pin[@]}" ./lesson11 -p "$port" --timeout 60 "$@" >/dev/null 2>"$out/server.err" &
   local server=$! status=0
   sleep 0.3
-  timeout 300 ./lesson11 -p "$port" --timeout 60 "$@" -C "$out/$csv.csv" 127.0.0.1 2>"$out/client.err" || status=$?
+  timeout 300 "${pin[@]}" ./lesson11 -p "$port" --timeout 60 "$@" -C "$out/$csv.csv" 127.0.0.1 2>"$out/client.err" || status=$?
   wait "$server" || status=$?
   if ((status != 0)); then
     echo "bench: lesson11 $* failed ($status):" >&2
@@ -103,6 +120,7 @@ min_max() { grep -E '^[0-9.]+$' | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 
 echo "bench: $dev, GID index $gid, $(nproc) CPU(s), clock $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo '?'), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
 echo "bench: n=$n_lat round trips per latency, n=$n_bw messages per bandwidth (perftest takes the same -n and -s); $rounds interleaved rounds"
+(($(nproc) < 2)) || echo "bench: runs on completion events (--events, -e) put both sides on CPU 0 (taskset); busy pollers run where Linux puts them"
 
 # What each round measures: NAME, then lesson11's options or perftest's
 # command. perftest's bandwidth tools keep 128 WRs in flight, as lesson 11
