@@ -47,6 +47,23 @@ done
 [[ ${BENCH_ROUNDS:-3} =~ ^[1-9][0-9]?$ ]] || misuse "BENCH_ROUNDS must be 1 to 99, not '${BENCH_ROUNDS}'"
 export BENCH_SCALE=${BENCH_SCALE:-1} BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 
+# split_guest_output OUT: the guest's output from stdin; after a line
+# "==> NAME <==", lines go to OUT/NAME, before any, to stdout as they come
+# (bash's read, not awk or tr, which would hold them back in a pipe).
+split_guest_output() {
+  local file="" line
+  while IFS= read -r line; do
+    line=${line%$'\r'} # the serial console ends lines with CR LF
+    if [[ $line =~ ^==\>\ ([A-Za-z0-9_.-]+)\ \<==$ ]]; then
+      file=$1/${BASH_REMATCH[1]}
+    elif [[ -n $file ]]; then
+      printf '%s\n' "$line" >>"$file"
+    else
+      printf '%s\n' "$line"
+    fi
+  done
+}
+
 cd "$(dirname "$0")/.."
 [[ -x ./lesson11 ]] || misuse "./lesson11 is not built: run make bench, or make first"
 command -v gnuplot >/dev/null || misuse "gnuplot is missing: run scripts/install_deps.sh (gnuplot-nox)"
@@ -58,8 +75,7 @@ if compgen -G '/sys/class/infiniband/*' >/dev/null; then
   scripts/bench/measure.sh "$out"
 else
   # The guest sees our files read-only: it writes to its own /tmp and prints
-  # each file after a "==> NAME <==" line, which we split back into $out;
-  # the rest is shown as it comes (awk, not tr: tr would hold it back).
+  # each file after a "==> NAME <==" line, which we split back into $out.
   # Its clock: scripts/lab.sh gives the guest the host's TSC rate, so that
   # it has nanoseconds rather than 4 ms jiffies (lab/qemu.sh, guest_clock_args).
   cpus=${LAB_CPUS:-1}
@@ -69,11 +85,7 @@ else
   if ! LAB_CPUS=$cpus LAB_ENV="${LAB_ENV:+$LAB_ENV }BENCH_SCALE BENCH_ROUNDS" \
     scripts/lab.sh run --timeout 1800 -- bash -c \
     'scripts/bench/measure.sh /tmp/bench && for f in /tmp/bench/*.csv; do echo "==> ${f##*/} <=="; cat "$f"; done' |
-    awk -v out="$out" '
-                    { sub(/\r$/, "") } # the serial console ends lines with CR LF
-      /^==> .* <==$/ { file = out "/" $2; next }
-      file != ""    { print > file; next }
-                    { print; fflush() }'; then
+    split_guest_output "$out"; then
     echo "bench: the measurements failed (above)" >&2
     exit 1
   fi
