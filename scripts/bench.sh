@@ -80,7 +80,7 @@ else
   # it has nanoseconds rather than 4 ms jiffies (lab/qemu.sh, guest_clock_args).
   cpus=${LAB_CPUS:-1}
   if [[ -z ${LAB_CPUS:-} ]] && (($(nproc) >= 2)); then cpus=2; fi
-  echo "bench: no RDMA device here; measuring in a lab guest with $cpus vCPU(s)"
+  echo "bench: no RDMA device here; measuring in a lab guest with $cpus vCPU(s); this host: $(nproc) cores, load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
   # shellcheck disable=SC2016 # the guest's command, expanded there
   if ! LAB_CPUS=$cpus LAB_ENV="${LAB_ENV:+$LAB_ENV }BENCH_SCALE BENCH_ROUNDS" \
     scripts/lab.sh run --timeout 1800 -- bash -c \
@@ -91,5 +91,6 @@ else
   fi
 fi
 
+echo "bench: done; this host's load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
 scripts/bench/plot.sh "$out"
 echo "bench: CSVs and plots in $out/: $(cd "$out" && echo *.csv *.png)"

@@ -172,6 +172,10 @@ size_of() { sed -n 's/.* -s \([0-9]*\).*/\1/p' <<<"$*"; }
 # The rounds: every measurement once per round, lesson 11 and perftest
 # alternating; every other round in the reverse order, so that a drift of
 # the machine's speed falls on both tools alike.
+# A warm-up of each tool, not counted: the first runs after a guest's boot
+# find it still settling (its timers switch to high resolution late).
+measure_once l11.send.lat >/dev/null
+measure_once pt.send.lat >/dev/null
 declare -A val
 rounds_csv="$out/rounds.csv"
 echo "round,name,value" >"$rounds_csv"
