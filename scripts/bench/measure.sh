@@ -41,30 +41,34 @@ roce_v2_ipv4_gid() {
 }
 gid=$(roce_v2_ipv4_gid)
 
-# on_events_pin ARGS...: "taskset -c 0" (one word a line) when ARGS wait on
-# completion events (--events, perftest's -e) and there are two CPUs or
-# more. Both sides then share CPU 0: a side that sleeps is woken by the
-# other, and in a qemu guest a wake-up that crosses vCPUs waits for the
-# host to run the sleeping vCPU's thread: milliseconds on a busy host,
-# against 150 us within one vCPU (docs/lesson11-performance.md). Busy
-# pollers are left where Linux puts them: on CPUs of their own.
-on_events_pin() {
+# cpus_for ARGS... SIDE: the taskset words (one a line) for SIDE (server or
+# client) of a run with ARGS, when there are two CPUs or more. Busy pollers
+# each get a CPU of their own, the server 0 and the client 1: two spinners
+# on one CPU wait for the scheduler's tick, and Linux may start both on the
+# same CPU and move one only later. Runs on completion events (--events,
+# perftest's -e) share CPU 0: a sleeper is woken by the other side, and in
+# a qemu guest a wake-up that crosses vCPUs waits for the host to run the
+# sleeping vCPU's thread, milliseconds on a busy host against 150 us within
+# one vCPU (docs/lesson11-performance.md, the one-vCPU trap).
+cpus_for() {
+  local side=${*: -1} cpu=0
   (($(nproc) >= 2)) || return 0
-  [[ " $* " == *" --events "* || " $* " == *" -e "* ]] || return 0
-  printf '%s\n' taskset -c 0
+  [[ " ${*:1:$#-1} " == *" --events "* || " ${*:1:$#-1} " == *" -e "* || $side == server ]] || cpu=1
+  printf '%s\n' taskset -c "$cpu"
 }
 
 # pair CMD...: run CMD as a server, then CMD 127.0.0.1 as its client, each on a
-# new TCP port; print the client's stdout. Bounded: 300 s each; on events, both
-# on CPU 0.
+# new TCP port; print the client's stdout. Bounded: 300 s each; each side on
+# its CPU (cpus_for).
 pair() {
   port=$((port + 1))
-  local pin
-  mapfile -t pin < <(on_events_pin "$@")
-  timeout 300 "${pin[@]}" "$@" -p "$port" >/dev/null 2>"$out/server.err" &
+  local on_s on_c
+  mapfile -t on_s < <(cpus_for "$@" server)
+  mapfile -t on_c < <(cpus_for "$@" client)
+  timeout 300 "${on_s[@]}" "$@" -p "$port" >/dev/null 2>"$out/server.err" &
   local server=$! status=0
   listening "$port" "$server"
-  timeout 300 "${pin[@]}" "$@" -p "$port" 127.0.0.1 2>"$out/client.err" || status=$?
+  timeout 300 "${on_c[@]}" "$@" -p "$port" 127.0.0.1 2>"$out/client.err" || status=$?
   wait "$server" || status=$?
   if ((status != 0)); then
     echo "bench: '$* 127.0.0.1' failed ($status):" >&2
@@ -86,16 +90,17 @@ listening() {
 }
 
 # l11 CSV ARGS...: lesson 11 with ARGS, rows appended to OUTDIR/CSV.csv; prints
-# the client's output; on events, both on CPU 0 (as pair). sweep: the same, silent.
+# the client's output; each side on its CPU (cpus_for). sweep: the same, silent.
 l11() {
-  local csv=$1 pin
+  local csv=$1 on_s on_c
   shift
   port=$((port + 1))
-  mapfile -t pin < <(on_events_pin "$@")
-  timeout 300 "${pin[@]}" ./lesson11 -p "$port" --timeout 60 "$@" >/dev/null 2>"$out/server.err" &
+  mapfile -t on_s < <(cpus_for "$@" server)
+  mapfile -t on_c < <(cpus_for "$@" client)
+  timeout 300 "${on_s[@]}" ./lesson11 -p "$port" --timeout 60 "$@" >/dev/null 2>"$out/server.err" &
   local server=$! status=0
   sleep 0.3
-  timeout 300 "${pin[@]}" ./lesson11 -p "$port" --timeout 60 "$@" -C "$out/$csv.csv" 127.0.0.1 2>"$out/client.err" || status=$?
+  timeout 300 "${on_c[@]}" ./lesson11 -p "$port" --timeout 60 "$@" -C "$out/$csv.csv" 127.0.0.1 2>"$out/client.err" || status=$?
   wait "$server" || status=$?
   if ((status != 0)); then
     echo "bench: lesson11 $* failed ($status):" >&2
@@ -120,7 +125,7 @@ min_max() { grep -E '^[0-9.]+$' | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
 
 echo "bench: $dev, GID index $gid, $(nproc) CPU(s), clock $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo '?'), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
 echo "bench: n=$n_lat round trips per latency, n=$n_bw messages per bandwidth (perftest takes the same -n and -s); $rounds interleaved rounds"
-(($(nproc) < 2)) || echo "bench: runs on completion events (--events, -e) put both sides on CPU 0 (taskset); busy pollers run where Linux puts them"
+(($(nproc) < 2)) || echo "bench: busy polling: server on CPU 0, client on CPU 1; on completion events (--events, -e): both on CPU 0 (taskset)"
 
 # What each round measures: NAME, then lesson11's options or perftest's
 # command. perftest's bandwidth tools keep 128 WRs in flight, as lesson 11
