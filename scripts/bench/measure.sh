@@ -18,6 +18,7 @@ scale=${BENCH_SCALE:-1}
 n_lat=$((1000 * scale)) # latency round trips (perftest's default: 1000)
 n_bw=$((500 * scale))   # bandwidth messages (perftest's default: 5000)
 n_sweep=$((20 * scale))
+n_lat_sweep=$((200 * scale))
 rounds=${BENCH_ROUNDS:-3} # lesson 11 and perftest, interleaved
 port=19400
 dev=$(ibv_devices | awk 'NR > 2 { print $1; exit }')
@@ -239,15 +240,18 @@ echo "polling against events (lesson 11, send lat 2 B): polling $(for ((r = 1; r
 echo
 echo "levers (lesson 11 alone; CSVs in $out):"
 # 1. Size: latency and bandwidth from 2 B to 1 MiB, at the current path MTU.
-sweep lat_size --op send -a -n "$n_sweep"
-sweep lat_size --op send -a -n "$n_sweep" --events
-sweep lat_size --op write -a -n "$n_sweep"
-sweep lat_size --op read -a -n "$n_sweep"
-sweep lat_size --op read -a -n "$n_sweep" --events
+#    Latency with 10 times the iterations: at 20 round trips a size, a host
+#    that stops a vCPU for a few ms now and then (a busy two-core host does)
+#    makes the typical of a busy-polling size one scheduler tick.
+sweep lat_size --op send -a -n "$n_lat_sweep"
+sweep lat_size --op send -a -n "$n_lat_sweep" --events
+sweep lat_size --op write -a -n "$n_lat_sweep"
+sweep lat_size --op read -a -n "$n_lat_sweep"
+sweep lat_size --op read -a -n "$n_lat_sweep" --events
 echo "  latency against size: send, send --events, write, read, read --events (lat_size.csv)"
 # 2. Inline: off and on, up to the QP's max_inline_data.
-sweep inline --op send -a -n "$n_sweep" --inline
-sweep inline --op write -a -n "$n_sweep" --inline
+sweep inline --op send -a -n "$n_lat_sweep" --inline
+sweep inline --op write -a -n "$n_lat_sweep" --inline
 echo "  inline: send and write --inline up to max_inline_data (inline.csv; without: lat_size.csv)"
 sweep bw_size --test bw --op write -a -n "$n_sweep"
 sweep bw_size --test bw --op read -a -n "$n_sweep"
