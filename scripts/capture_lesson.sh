@@ -78,8 +78,12 @@ status=0
 # that it never knocks before the server listens (rdma_cm would reject it).
 ready=()
 [[ -z $(run_text "$dir" ready) ]] || ready=(--ready "$(run_text "$dir" ready)")
+# Each guest's vCPUs: LAB_CPUS if set, else run.conf's lab_cpus= (lesson
+# 11: 2) as far as this host's cores go, else 1.
+cpus=$(run_text "$dir" lab_cpus)
+if [[ $cpus =~ ^[0-9]+$ ]] && ((cpus > $(nproc))); then cpus=$(nproc); fi
 # lab.sh pair runs each side as a bash command line: quote every word.
-scripts/lab.sh pair --pcap "$pcap" "${ready[@]}" \
+LAB_CPUS=${LAB_CPUS:-${cpus:-1}} scripts/lab.sh pair --pcap "$pcap" "${ready[@]}" \
   --a "$(printf '%q ' "./lesson$n" "${opts[@]}" "${server_args[@]}")" \
   --b "$(printf '%q ' "./lesson$n" "${opts[@]}" "${client_args[@]}")" || status=$?
 echo

@@ -64,6 +64,9 @@
 # a probe boot shows it works here, remembered in the cache). LAB_KEEP=1
 # keeps the per-run folder (console log) in $TMPDIR. LAB_KERNEL_ARGS adds to
 # the guest kernel's command line (e.g. loglevel=7 to watch it boot).
+# LAB_CPUS=N gives each guest N vCPUs, 1 to this host's cores (default 1:
+# the fastest boot); lesson 11's runs take 2, so that a busy poller does not
+# hold the only vCPU that rxe's work and its peer need (docs/lab.md).
 #
 # Exit status: CMD's own; 2 misuse; 124 timeout; 125 the lab itself failed.
 

@@ -12,6 +12,9 @@
 #   captures=rnr nak                the scenarios `make captures` records, each as
 #                                   make capture LESSON=N SCENARIO=NAME runs it
 #                                   (scripts/captures.sh); none: one plain capture
+#   lab_cpus=2                      vCPUs for each lab guest of its capture
+#                                   (LAB_CPUS, docs/lab.md); at most the host's
+#                                   cores; LAB_CPUS, if set, decides instead
 # A value is split into words as the shell would: quotes group words, and
 # nothing is expanded or run. The scripts add -p PORT and --timeout.
 # shellcheck shell=bash

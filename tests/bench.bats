@@ -18,13 +18,15 @@ setup() {
   refute_output --partial "measuring"
 }
 
-@test "bench.sh refuses an unknown argument, an -o without a folder, and a bad BENCH_SCALE, before it measures" {
+@test "bench.sh refuses an unknown argument, an -o without a folder, a bad BENCH_SCALE or BENCH_ROUNDS, before it measures" {
   run -2 scripts/bench.sh --fast
   assert_output "bench.sh: unknown argument '--fast' (see scripts/bench.sh -h)"
   run -2 scripts/bench.sh -o
   assert_output "bench.sh: -o needs a folder (see scripts/bench.sh -h)"
   BENCH_SCALE=0 run -2 scripts/bench.sh
   assert_output "bench.sh: BENCH_SCALE must be 1 to 99, not '0' (see scripts/bench.sh -h)"
+  BENCH_ROUNDS=x run -2 scripts/bench.sh
+  assert_output "bench.sh: BENCH_ROUNDS must be 1 to 99, not 'x' (see scripts/bench.sh -h)"
 }
 
 @test "the plots are drawn from lesson 11's CSV columns, and a plot with no data is left out" {

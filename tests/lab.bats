@@ -30,6 +30,7 @@ setup_file() {
                     ibv_devinfo -d rxe0
                     echo "pwd: $(pwd)"
                     echo "LAB: $LAB"
+                    echo "vCPUs: $(nproc)"
                     echo "HOME: $HOME on $(stat -f -c %T "$HOME")"
                     echo "LAB_TEST_VAR: $LAB_TEST_VAR"
                     [ -x "$0/scripts/lab.sh" ] && echo "checkout visible at $0"
@@ -102,6 +103,29 @@ probe_stdout() {
 @test "the command runs in the host's current folder inside the checkout" {
     probe_stdout
     assert_line "pwd: $CLONE/scripts"
+}
+
+@test "a guest has one vCPU unless LAB_CPUS says more" {
+    probe_stdout
+    assert_line "vCPUs: 1"
+}
+
+@test "LAB_CPUS=2 gives the guest two vCPUs, where the host has two cores" {
+    (($(nproc) >= 2)) || skip "this host has one core"
+    run -0 env LAB_CPUS=2 "$CLONE/scripts/lab.sh" run --timeout 300 -- nproc
+    assert_output 2
+}
+
+@test "LAB_CPUS outside 1 to the host's cores is misuse, before any boot" {
+    local value cores
+    cores=$(nproc)
+    for value in 0 -1 1.5 two "$((cores + 1))"; do
+        run -2 --separate-stderr env LAB_CPUS="$value" "$CLONE/scripts/lab.sh" run -- true
+        assert_output ""
+        assert_equal "$stderr" "lab.sh: LAB_CPUS must be a whole number of vCPUs from 1 to this host's $cores cores, not '$value'; see scripts/lab.sh -h"
+        run -2 --separate-stderr env LAB_CPUS="$value" "$CLONE/scripts/lab.sh" pair --a true --b true
+        assert_equal "$stderr" "lab.sh: LAB_CPUS must be a whole number of vCPUs from 1 to this host's $cores cores, not '$value'; see scripts/lab.sh -h"
+    done
 }
 
 @test "the guest says it is the lab: LAB=1 and HOME on a tmpfs" {

@@ -23,12 +23,23 @@ guest_clock_args() {
   printf 'tsc_early_khz=%d tsc=reliable clocksource=tsc' "$(awk -v m="$mhz" 'BEGIN { printf "%d", m * 1000 }')"
 }
 
-# guest_cpus: the guest's vCPUs: LAB_CPUS, else LAB_DEFAULT_CPUS (each
-# command sets its own), else 1; never more than this host's cores.
+# guest_cpus: the guest's vCPU count: LAB_CPUS if set (misuse unless a
+# whole number from 1 to this host's cores), else LAB_DEFAULT_CPUS (set by
+# the command: 2 for a lab that stays up, else 1), capped at the cores.
+# Under TCG each vCPU is a host thread (thread=multi): more vCPUs than cores
+# only time-slice them. One vCPU boots fastest; two let a busy-polling
+# process and rxe's kernel work (or the other side of a ping-pong) run at
+# once (docs/lab.md, "How many vCPUs").
 guest_cpus() {
-  local cores want=${LAB_CPUS:-${LAB_DEFAULT_CPUS:-1}}
+  local cores want=${LAB_DEFAULT_CPUS:-1}
   cores=$(nproc 2>/dev/null || echo 1)
-  [[ $want =~ ^[1-9][0-9]*$ ]] || misuse "LAB_CPUS needs a number of vCPUs, not '$want'"
+  if [[ -n ${LAB_CPUS:-} ]]; then
+    if [[ ! $LAB_CPUS =~ ^[1-9][0-9]*$ ]] || ((LAB_CPUS > cores)); then
+      misuse "LAB_CPUS must be a whole number of vCPUs from 1 to this host's $cores cores, not '$LAB_CPUS'"
+    fi
+    echo "$LAB_CPUS"
+    return
+  fi
   ((want <= cores)) || want=$cores
   echo "$want"
 }
@@ -39,11 +50,12 @@ guest_cpus() {
 qemu_base_args() {
   local kernel initramfs accel role=$2 rundir=$3
   { read -r kernel && read -r initramfs && read -r accel; } <<<"$1"
-  local accel_words args
+  local accel_words args cpus
   mapfile -d '' -t accel_words < <(accel_args "$accel")
+  cpus=$(guest_cpus)
   args=(
     -nodefaults -no-user-config -display none -no-reboot
-    "${accel_words[@]}" -smp "$(guest_cpus)" -m 1024M -kernel "$kernel" -initrd "$initramfs"
+    "${accel_words[@]}" -smp "$cpus" -m 1024M -kernel "$kernel" -initrd "$initramfs"
     # quiet: the console is a slow serial port. acpi=off: skips ACPI
     # table parsing and IRQ link setup (-0.4 s), nothing here needs it.
     # panic=-1 reboot=t: a panic or a reboot ends qemu at once.
