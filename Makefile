@@ -4,6 +4,7 @@
 #   make tour       install what is missing, build, run the lessons in order on Soft-RoCE
 #   make check      install what is missing, build, run every test; ends with "N passed, N failed, N skipped"
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
+#   make lab-selftest       rdma-core's own tests on rxe0 in the lab (LAB_KERNEL=trixie make lab-selftest)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make captures           record every two-process lesson's wire into docs/captures/ (scripts/captures.sh)
 #   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
@@ -49,7 +50,7 @@ COMMON_LIB  := build/libworkbook.a
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 
-.PHONY: all check tour deps capture captures wireshark-profile clean units exercises grade bench
+.PHONY: all check tour deps capture captures wireshark-profile clean units exercises grade bench lab-selftest
 all: $(LESSONS)
 
 build/common/%.o: common/%.cpp $(wildcard common/*.hpp) mk/flags.mk
@@ -108,6 +109,11 @@ tour: deps
 grade: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/grade.sh
+
+# rdma-core's own test suite (python3-pyverbs) against rxe0 in the lab, on
+# the kernel LAB_KERNEL names; known rxe gaps in tests/lab/selftest-expected.txt.
+lab-selftest: deps
+	@scripts/lab_selftest.sh
 
 capture: deps
 	@$(MAKE) --no-print-directory all
