@@ -104,7 +104,7 @@ apt_lists() {
 kernel_package() {
   local remembered=$1/current-package lists opts
   lists=$(apt_lists "$1")
-  if [[ -s $remembered && $remembered -nt $lists ]] &&
+  if [[ -s $remembered && -d $lists && $remembered -nt $lists ]] &&
     { [[ $lists != /var/lib/apt/lists ]] || [[ $remembered -nt /var/cache/apt/pkgcache.bin ]]; }; then
     cat "$remembered"
     return
@@ -125,6 +125,8 @@ refresh_apt_lists() {
     command -v sudo >/dev/null || return 1
     sudo=(sudo)
   fi
+  # A private suite's lists may have been deleted to move to its newer kernel.
+  [[ ${#opts[@]} -eq 0 ]] || mkdir -p "$1/apt/lists/partial" "$1/apt/cache/archives/partial"
   echo "lab.sh: refreshing apt's package lists (apt-get update, $(apt_lists "$1"))" >&2
   "${sudo[@]}" apt-get "${opts[@]}" update -qq >&2 || return 1
   rm -f "$1/current-package"
