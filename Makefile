@@ -6,6 +6,7 @@
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
 #   make ex4.2      build one exercise, your lessons/*/exercises/4.2/ex4_2.cpp (made from its starter once)
 #   make exercise-reset EX=4.2   start one over; exercise-save / exercise-refresh: docs/contributing.md
+#   make lab-selftest       rdma-core's own tests on rxe0 in the lab (LAB_KERNEL=trixie make lab-selftest)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make captures           record every two-process lesson's wire into docs/captures/ (scripts/captures.sh)
 #   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
@@ -56,7 +57,7 @@ UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.cpp)
 HELPER_BINS := $(patsubst tests/helpers/%.cpp,build/tests/helpers/%,$(HELPER_SRCS))
 
-.PHONY: all check tour deps doctor capture captures wireshark-profile clean units exercises grade bench
+.PHONY: all check tour deps doctor capture captures wireshark-profile clean units exercises grade bench lab-selftest
 .PHONY: exercise-files exercise exercise-reset exercise-save exercise-refresh
 all: $(LESSONS) exercise-files
 
@@ -160,6 +161,11 @@ tour: deps
 grade: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/grade.sh
+
+# rdma-core's own test suite (python3-pyverbs) against rxe0 in the lab, on
+# the kernel LAB_KERNEL names; known rxe gaps in tests/lab/selftest-expected.txt.
+lab-selftest: deps
+	@scripts/lab_selftest.sh
 
 capture: deps
 	@$(MAKE) --no-print-directory all

@@ -19,6 +19,8 @@ packages=(
   strace                                  # exercise 2.1's grader watches the kernel refuse; make bench counts doorbells
   gnuplot-nox                             # make bench's plots (PNG, no X)
   qemu-system-x86 busybox-static cpio     # the Soft-RoCE lab (scripts/lab.sh)
+  xz-utils zstd                           # the lab unpacks Debian 12 (xz) and 13 (zstd) kernels
+  python3-pyverbs                         # make lab-selftest: rdma-core's own tests (pyverbs)
   qemu-guest-agent python3                # the lab that stays up: lab.sh up/exec (scripts/lab/agent.py)
   tshark                                  # decoding captures (make capture)
   man-db                                  # `man ibv_post_send`

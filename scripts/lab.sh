@@ -57,6 +57,14 @@
 # mode LAB_ROLE (a|b), LAB_ADDR and LAB_PEER_ADDR; plus every variable named
 # in LAB_ENV (space-separated names), e.g. LAB_ENV="BATS_LIB_PATH CFLAGS".
 #
+# LAB_KERNEL=bookworm|trixie|trixie-backports: the guest's Debian kernel,
+# for every command (default: the host's own suite; bookworm where the host
+# is none of these). Each is fetched once (a suite other than the host's
+# through apt lists of its own in the cache) and works offline after.
+# Last fetched: bookworm 6.1.0-57, trixie 6.12.118, trixie-backports 7.3.4.
+# A lab that is up keeps its kernel: up or exec with another LAB_KERNEL
+# refuses (exit 2) until down.
+#
 # Environment: LAB_CPUS sets the guest's vCPUs (default 2 for up, capped
 # at this host's cores, 1 for run, shell and pair); LAB_IDLE (seconds) the
 # idle stop of up; LAB_UP_DIR the folder of the lab that stays up (default:

@@ -184,8 +184,8 @@ stub() {
     XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache" PATH="$BATS_TEST_TMPDIR/bin:$PATH" \
         run -125 --separate-stderr "$CLONE/scripts/lab.sh" fetch
     assert_equal "$stderr" "$(printf '%s\n' \
-        "lab.sh: fetching linux-image-9.9.9-9-amd64 into $cache/linux-image-9.9.9-9-amd64 (once)" \
-        "lab.sh: refreshing apt's package lists (apt-get update)" \
+        "lab.sh: fetching linux-image-9.9.9-9-amd64 ($(host_suite)) into $cache/linux-image-9.9.9-9-amd64 (once)" \
+        "lab.sh: refreshing apt's package lists (apt-get update, /var/lib/apt/lists)" \
         "lab.sh: apt names no kernel package ('' from apt-cache depends linux-image-amd64): run apt-get update, or fetch on a Debian host")"
     assert_file_exists "$BATS_TEST_TMPDIR/updated"
     assert_file_exists "$cache/keep-me"
@@ -237,6 +237,43 @@ stub() {
     assert_file_not_exists "$victim"
 }
 
+# host_suite: the host's Debian suite (the lab's default kernel).
+host_suite() {
+    sed -n 's/^VERSION_CODENAME=//p' /etc/os-release
+}
+
+@test "LAB_KERNEL names a kernel the lab knows: anything else is misuse, before any fetch" {
+    local value
+    for value in sid 6.1 bookworm-backports; do
+        LAB_KERNEL=$value run -2 --separate-stderr "$CLONE/scripts/lab.sh" fetch
+        assert_equal "$stderr" "lab.sh: LAB_KERNEL must be one of bookworm, trixie, trixie-backports, not '$value'; see scripts/lab.sh -h"
+    done
+}
+
+@test "a kernel of another suite is looked up in apt lists of its own in the cache, never the host's" {
+    local cache="$BATS_TEST_TMPDIR/cache/rdma-workbook/lab" suite=trixie-backports
+    [ "$(host_suite)" != "$suite" ] || suite=bookworm
+    local apt="$cache/kernels/$suite/apt"
+    # apt-cache and apt-get write down their arguments; the download fails.
+    stub apt-cache "echo \"apt-cache \$*\" >>'$BATS_TEST_TMPDIR/apt.log'; printf 'linux-image-amd64\n  Depends: linux-image-9.9.9-9-amd64\n'"
+    stub apt-get "echo \"apt-get \$*\" >>'$BATS_TEST_TMPDIR/apt.log'; case \"\$*\" in *download*) exit 100 ;; esac"
+    stub sudo 'echo "sudo must not run" >&2; exit 99'
+    LAB_KERNEL=$suite XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache" PATH="$BATS_TEST_TMPDIR/bin:$PATH" \
+        run -125 --separate-stderr "$CLONE/scripts/lab.sh" fetch
+    assert_equal "${stderr_lines[0]}" "lab.sh: fetching linux-image-9.9.9-9-amd64 ($suite) into $cache/kernels/$suite/linux-image-9.9.9-9-amd64 (once)"
+    [[ $stderr != *"sudo must not run"* ]]
+    # Every apt call reads the suite's own sources.list and lists.
+    run -0 cat "$BATS_TEST_TMPDIR/apt.log"
+    assert_line --regexp '^apt-get .* download linux-image-9\.9\.9-9-amd64$'
+    assert_line --regexp '^apt-get .* update'
+    local line
+    for line in "${lines[@]}"; do
+        assert_regex "$line" "-o Dir::Etc::sourcelist=$apt/sources.list .*-o Dir::State::Lists=$apt/lists -o Dir::Cache=$apt/cache "
+    done
+    run -0 cat "$apt/sources.list"
+    assert_line --regexp "^deb \[signed-by=[^]]+\] https?://[^ ]+ ${suite} main$"
+}
+
 @test "-h prints the usage of every subcommand with its defaults and exits 0" {
     local flag
     for flag in -h --help help; do
@@ -249,6 +286,7 @@ stub() {
         assert_line --partial "Default timeout 600 s."
         assert_line "         Exit status: a's if non-zero, else b's. Default timeout 600 s."
         assert_line "Exit status: CMD's own; 2 misuse; 124 timeout; 125 the lab itself failed."
+        assert_line "LAB_KERNEL=bookworm|trixie|trixie-backports: the guest's Debian kernel,"
     done
 }
 

@@ -32,6 +32,22 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   assert_equal "$(our_qemus | wc -l)" 1
 }
 
+@test "status names the lab's kernel, and up or exec asking for another LAB_KERNEL refuse with exit 2" {
+  run -0 scripts/lab.sh status
+  local suite version
+  read -r suite version <"$LAB_UP_DIR/kernel"
+  assert_line "lab.sh: kernel $suite $version"
+  assert_equal "$(scripts/lab.sh exec -- uname -r)" "$version"
+  local other=trixie
+  [[ $suite != trixie ]] || other=bookworm
+  run -2 --separate-stderr env LAB_KERNEL=$other scripts/lab.sh up
+  assert_equal "$stderr" "lab.sh: the lab that is up runs $suite $version, not LAB_KERNEL=$other: scripts/lab.sh down first; see scripts/lab.sh -h"
+  run -2 --separate-stderr env LAB_KERNEL=$other scripts/lab.sh exec -- true
+  assert_equal "$stderr" "lab.sh: the lab that is up runs $suite $version, not LAB_KERNEL=$other: scripts/lab.sh down first; see scripts/lab.sh -h"
+  run -0 env LAB_KERNEL=$suite scripts/lab.sh exec -- true
+  assert_equal "$(our_qemus | wc -l)" 1
+}
+
 @test "exec passes the command's exit status through: 0, 1 and 7" {
   run -0 scripts/lab.sh exec -- true
   run -1 scripts/lab.sh exec -- false

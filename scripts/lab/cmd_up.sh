@@ -93,6 +93,9 @@ up_guest() {
   exec 8>"$state.lock"
   flock 8
   if agent status "$state" >/dev/null; then
+    # LAB_KERNEL: the lab that is up must be the kernel asked for.
+    up_kernel_matches "$state" ||
+      misuse "the lab that is up runs $(cat "$state/kernel"), not LAB_KERNEL=$(lab_suite): scripts/lab.sh down first"
     echo "lab.sh: a lab is already up for $CHECKOUT: $(agent status "$state")" >&2
     return 0
   fi
@@ -102,6 +105,8 @@ up_guest() {
   [[ ${#state} -lt 90 ]] || fail "lab folder path too long for a socket ($state): set XDG_CACHE_HOME=/tmp/cache"
   lab=$(prepare_lab)
   kernel=$(head -n 1 <<<"$lab")
+  # Which kernel this lab boots, "SUITE VERSION", for status and up.
+  echo "$(lab_suite) $(kernel_version "$kernel")" >"$state/kernel"
   rm -rf "$state/share" "$state/xfer" "$state"/{console.log,qemu.log,agent.log,stopped,qga.sock,exec.sock,qmp.sock}
   mkdir -p "$state/share" "$state/xfer"
   chmod 1777 "$state/xfer"
@@ -120,7 +125,7 @@ up_guest() {
   )
   printf '%s\0' "${args[@]}" >"$state/qemu.args"
   : >"$state/console.log"
-  echo "lab.sh: booting a lab that stays up ($(basename "$(dirname "$kernel")"), $(guest_cpus) vCPU${peer:+, guest $role of a pair}); it stops after $idle s unused, or with scripts/lab.sh down" >&2
+  echo "lab.sh: booting a lab that stays up ($(cat "$state/kernel"), $(guest_cpus) vCPU${peer:+, guest $role of a pair}); it stops after $idle s unused, or with scripts/lab.sh down" >&2
   agent up "$state" "$idle" 8>&- || exit "$STATUS_LAB_FAILED"
   echo "lab.sh: up; run commands in it with scripts/lab.sh exec -- CMD" >&2
 }
@@ -153,6 +158,10 @@ cmd_exec() {
   local state status=0
   state=$(up_state_dir)
   [[ -z $guest ]] || state="$(pair_dir)/$guest"
+  # LAB_KERNEL set: the lab that is up must run that kernel.
+  [[ -z ${LAB_KERNEL:-} || ! -e $state/kernel ]] || up_kernel_matches "$state" ||
+    ! agent status "$state" >/dev/null ||
+    misuse "the lab that is up runs $(cat "$state/kernel"), not LAB_KERNEL=$LAB_KERNEL: scripts/lab.sh down first"
   if [[ -n $up && -z $guest ]] && ! agent status "$state" >/dev/null; then
     # --up: no lab is up, so this command brings one up for CMD alone.
     # shellcheck disable=SC2119 # up takes no arguments
@@ -183,8 +192,17 @@ cmd_status() {
   states=$(up_states "$@")
   while read -r state; do
     agent status "$state" || status=$?
+    [[ $status != 0 || ! -s $state/kernel ]] || echo "lab.sh: kernel $(cat "$state/kernel")"
   done <<<"$states"
   return "$status"
+}
+
+# up_kernel_matches STATE: true if the lab up in STATE booted the kernel
+# LAB_KERNEL asks for (a lab with no record predates LAB_KERNEL: bookworm).
+up_kernel_matches() {
+  local running=bookworm
+  [[ ! -s $1/kernel ]] || read -r running _ <"$1/kernel"
+  [[ $running == "$(lab_suite)" ]]
 }
 
 cmd_down() {

@@ -35,7 +35,7 @@ EOF
 # The hash covers /init and the module list, so changing either rebuilds.
 build_initramfs() {
   local kdir=$1 kver=$2
-  local hash staging module file applet
+  local hash staging module file rel applet
   hash=$({
     initramfs_init
     echo "$GUEST_MODULES"
@@ -54,16 +54,26 @@ build_initramfs() {
   # The kernel runs /sbin/modprobe for modules it wants (request_module).
   ln -s ../bin/busybox "$staging/sbin/modprobe"
 
-  # Each module and its dependencies, copied at their usual paths.
+  # Each module and its dependencies, copied at their usual paths; a
+  # module shipped xz-compressed (.ko.xz, trixie on) is decompressed, as
+  # busybox's insmod loads only plain .ko files. crc32_generic is gone in
+  # 7.x (crc32 is a library there): where it is missing, it is not needed.
   for module in $GUEST_MODULES; do
-    modprobe -d "$kdir/root" -S "$kver" --show-depends "$module" |
-      awk '$1 == "insmod" { print $2 }'
-  done | sort -u | while read -r file; do
-    mkdir -p "$staging/$(dirname "${file#"$kdir/root"}")"
-    cp "$file" "$staging/${file#"$kdir/root"}"
+    modprobe -d "$kdir/root" -S "$kver" --show-depends "$module" 2>/dev/null ||
+      [[ $module == crc32_generic ]] ||
+      fail "linux-image-$kver has no module $module"
+  done | awk '$1 == "insmod" { print $2 }' | sort -u | while read -r file; do
+    rel=${file#"$kdir/root"}
+    mkdir -p "$staging/$(dirname "$rel")"
+    case $file in
+      *.ko.xz) xz -dc "$file" >"$staging/${rel%.xz}" ;;
+      *) cp "$file" "$staging/$rel" ;;
+    esac
   done
-  cp "$kdir/root/lib/modules/$kver"/modules.{builtin,builtin.modinfo,order} \
-    "$staging/lib/modules/$kver/"
+  for file in modules.builtin modules.builtin.modinfo modules.order; do
+    [[ ! -e $kdir/root/lib/modules/$kver/$file ]] ||
+      cp "$kdir/root/lib/modules/$kver/$file" "$staging/lib/modules/$kver/"
+  done
   depmod -b "$staging" "$kver"
 
   initramfs_init >"$staging/init"
