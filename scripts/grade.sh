@@ -117,7 +117,9 @@ if ((${#runnable[@]})); then
     # The list lives in the checkout's build/ folder: the guest sees the checkout, not this host's /tmp.
     mkdir -p build/exercises
     cp "$list" build/exercises/graded.list
-    scripts/lab.sh exec --up -- scripts/grade-run.sh build/exercises/graded.list | tee "$out"
+    # A lab brought up for grading alone has one vCPU: a second one opens a
+    # race between a completion and the QP state it reports (exercise 5.2).
+    LAB_DEFAULT_CPUS=1 scripts/lab.sh exec --up -- scripts/grade-run.sh build/exercises/graded.list | tee "$out"
   fi
   passed=$(grep -c '^PASS ' "$out")
   failed=$((failed + ${#runnable[@]} - passed))

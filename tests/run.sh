@@ -13,8 +13,9 @@
 #   get a second lab of their own (LAB_UP_DIR), so that they run beside the
 #   rxe suites without sharing a device with them. An rxe suite whose
 #   header also says "# needs: two vCPUs" (lesson 11: busy polling needs a
-#   CPU of its own) runs there too: that lab has two vCPUs, the first one
-#   (measured faster for the other suites on 2 host cores) one.
+#   CPU of its own) runs there too, first, in a boot with two vCPUs; the
+#   rest with one, as the first lab has (measured faster for the suites on
+#   2 host cores).
 # - "# uses: pair": the capture suites, whose `lab.sh pair` runs (make
 #   capture) go through a pair of guests that stays up for them
 #   (scripts/lab.sh up --pair, LAB_PAIR_DIR): two boots for all of them.
@@ -251,10 +252,25 @@ run_host() {
 # The lab lane: the lab suites, in a second lab that this run owns.
 run_lab() {
   export BATS_TEST_TIMEOUT=${given_timeout:-360}
-  echo "== a second lab, two vCPUs, for ${lab_suites[*]}"
   export LAB_UP_DIR=$second_lab
-  LAB_CPUS=2 scripts/lab.sh up
-  local xfer
+  local f two=() one=()
+  for f in "$@"; do
+    if grep -q '^# needs: two vCPUs$' "$f"; then two+=("$f"); else one+=("$f"); fi
+  done
+  # First with two vCPUs, then with one: the graders' exercises are not
+  # about speed, and a second vCPU opens races between a completion and
+  # the QP state it reports (exercise 5.2's, on rxe 6.1).
+  ((${#two[@]})) && run_in_lab 2 "${two[@]}"
+  ((${#one[@]})) && run_in_lab 1 "${one[@]}"
+  return 0
+}
+
+# run_in_lab CPUS FILE...: the files in the second lab, booted with CPUS vCPUs.
+run_in_lab() {
+  local cpus=$1 xfer
+  shift
+  echo "== the second lab, $cpus vCPU(s), for $*"
+  LAB_CPUS=$cpus scripts/lab.sh up
   xfer=$(scripts/lab.sh xfer)
   TMPDIR=$xfer LAB_XFER=$xfer RDMA_DEV=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }') \
     timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"

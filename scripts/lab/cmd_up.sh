@@ -48,7 +48,7 @@ cmd_up() {
   esac
   [[ $# -le 1 ]] || misuse "up takes no arguments but --pair"
   if [[ -z $pair ]]; then
-    export LAB_DEFAULT_CPUS=2
+    export LAB_DEFAULT_CPUS=${LAB_DEFAULT_CPUS:-2}
     up_guest "$(up_state_dir)" a dummy0 192.0.2.1/24 "" -nic none
     return
   fi
