@@ -25,8 +25,9 @@
 # Everything else runs on this host (the stubbed setup_rxe.sh tests, the
 # unit tests, the lab's own tests and the captures, which boot guests).
 #
-# What may run at the same time, in three lanes: the rxe suites one after
-# another on one device, because several of them read device-wide counters
+# What may run at the same time, in three lanes (a suite may say
+# "# lane: device" to run at the end of the first lane instead of in the
+# third, to even the lanes out): the rxe suites one after another on one device, because several of them read device-wide counters
 # (lessons 4, 10, 12 and 13, retry_exceeded) that another suite's traffic
 # would move; the lab suites one after another on a second device (their
 # graders read counters too); and the host suites, then the lab-guest ones,
@@ -116,7 +117,7 @@ if ! make -q all units 2>/dev/null; then
   fi
 fi
 
-host_suites=() device_suites=() lab_suites=() guest_suites=() pair_suites=()
+host_suites=() device_suites=() lab_suites=() guest_suites=() pair_suites=() late_suites=()
 for s in "${suites[@]}"; do
   if grep -q '^# runs-on: rxe$' "$s" && grep -q '^# needs: two vCPUs$' "$s"; then
     lab_suites+=("$s")
@@ -128,6 +129,8 @@ for s in "${suites[@]}"; do
     pair_suites+=("$s")
   elif grep -q '^# runs-on: lab-guest$' "$s"; then
     guest_suites+=("$s")
+  elif grep -q '^# lane: device$' "$s"; then
+    late_suites+=("$s")
   else
     host_suites+=("$s")
   fi
@@ -225,6 +228,14 @@ run_device() {
     timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
 }
 
+# The host suites marked "# lane: device" (they boot guests of their own),
+# after the device lane's: the lanes end closer together.
+run_late() {
+  ((${#late_suites[@]})) || return 0
+  BATS_TEST_TIMEOUT=${given_timeout:-360} \
+    timeout -k 10 "$(group_limit "${late_suites[@]}")" tests/run.sh --each "${late_suites[@]}"
+}
+
 # The host lane: the pair suites in a pair that stays up, the host suites,
 # then those that bring their own guest.
 run_host() {
@@ -238,6 +249,10 @@ run_host() {
   if ((${#host_suites[@]})); then
     timeout -k 10 "$(group_limit "${host_suites[@]}")" tests/run.sh --each "${host_suites[@]}"
   fi
+}
+
+# The suites that run Bats in a throw-away guest of their own.
+run_guest() {
   ((${#guest_suites[@]})) || return 0
   BATS_TEST_TIMEOUT=${given_timeout:-120}
   if [[ -n $native ]]; then
@@ -298,39 +313,45 @@ if ((${#device_suites[@]})) && [[ -z $native ]]; then
   fi
 fi
 
-# The two lanes at once; the device lane's output is shown when it is done,
-# so that nothing interleaves.
+# The three lanes at once; the device and lab lanes' output is shown when
+# each is done, so that nothing interleaves.
 device_pid=""
-if ((${#device_suites[@]})); then
+if ((${#device_suites[@]} + ${#late_suites[@]})); then
   where="in the Soft-RoCE lab"
   [[ -n $native ]] && where="on this host's RDMA devices"
-  run_device "${device_suites[@]}" >"$device_log" 2>&1 &
+  {
+    ((${#device_suites[@]} == 0)) || run_device "${device_suites[@]}"
+    run_late
+  } >"$device_log" 2>&1 &
   device_pid=$!
-  echo "== $where, alongside the host suites (shown when done): ${device_suites[*]}"
+  echo "== $where, alongside the host suites (shown when done): ${device_suites[*]} ${late_suites[*]}"
 fi
 
 lab_pid=""
-if ((${#lab_suites[@]})); then
-  run_lab "${lab_suites[@]}" >"$lab_log" 2>&1 &
+if ((${#lab_suites[@]} + ${#guest_suites[@]})); then
+  {
+    ((${#lab_suites[@]} == 0)) || run_lab "${lab_suites[@]}"
+    run_guest
+  } >"$lab_log" 2>&1 &
   lab_pid=$!
-  echo "== in a second Soft-RoCE lab, alongside (shown when done): ${lab_suites[*]}"
+  echo "== in a second Soft-RoCE lab and a guest of their own, alongside (shown when done): ${lab_suites[*]} ${guest_suites[*]}"
 fi
 
-if ((${#pair_suites[@]} + ${#host_suites[@]} + ${#guest_suites[@]})); then
-  group_files=("${pair_suites[@]}" "${host_suites[@]}" "${guest_suites[@]}")
+if ((${#pair_suites[@]} + ${#host_suites[@]})); then
+  group_files=("${pair_suites[@]}" "${host_suites[@]}")
   run_group "on this host: ${group_files[*]}" run_host
 fi
 
 if [[ -n $device_pid ]]; then
   wait "$device_pid"
-  group_files=("${device_suites[@]}")
+  group_files=("${device_suites[@]}" "${late_suites[@]}")
   run_group "$where: ${group_files[*]}" cat "$device_log"
 fi
 
 if [[ -n $lab_pid ]]; then
   wait "$lab_pid"
-  group_files=("${lab_suites[@]}")
-  run_group "in a second Soft-RoCE lab: ${group_files[*]}" cat "$lab_log"
+  group_files=("${lab_suites[@]}" "${guest_suites[@]}")
+  run_group "in a second Soft-RoCE lab, and a guest of their own: ${group_files[*]}" cat "$lab_log"
 fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
