@@ -1,5 +1,4 @@
 #!/usr/bin/env bats
-# uses: pair
 # make capture LESSON=10 SCENARIO=NAME: lesson 10's failures across two lab
 # guests joined by a virtual cable, and what the wire carries for each, read
 # with Wireshark's own fields: the AETH syndrome of an RNR NAK and of a NAK,

@@ -1,5 +1,4 @@
 #!/usr/bin/env bats
-# uses: pair
 # make capture LESSON=13, and lesson 13 with two clients across two lab
 # guests: one SRQ at the server serves both clients' QPs, and the wire shows
 # each client's SENDs going to its own server QP. Runs on the host: every
