@@ -1,5 +1,4 @@
 #!/usr/bin/env bats
-# uses: pair
 # make capture LESSON=N: each two-process lesson runs across two lab guests
 # joined by a virtual cable, and the capture holds the operations the lesson
 # is named for. Runs on the host: every test boots a pair of guests itself.

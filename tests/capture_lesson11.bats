@@ -1,5 +1,4 @@
 #!/usr/bin/env bats
-# uses: pair
 # make capture LESSON=11: lesson 11's short run (run.conf: 100 round trips of
 # a 2-byte SEND) across two lab guests joined by a virtual cable. This is
 # where lesson 11 is shown to work across two hosts, and the wire shows the

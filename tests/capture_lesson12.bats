@@ -1,5 +1,4 @@
 #!/usr/bin/env bats
-# uses: pair
 # Lesson 12 across two lab guests joined by a virtual cable: what UD and
 # multicast look like on the wire. Runs on the host: every test boots a pair
 # of guests itself (the setup and helpers are tests/capture.bats's).

@@ -1,5 +1,4 @@
 #!/usr/bin/env bats
-# uses: pair
 # make capture LESSON=14: lesson 14 across two lab guests joined by a virtual
 # cable. The capture shows the window at work: READs and a WRITE with the
 # window's rkey answered, the READ after the revoke answered by a NAK "remote

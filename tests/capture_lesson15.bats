@@ -1,5 +1,4 @@
 #!/usr/bin/env bats
-# uses: pair
 # make capture LESSON=15: lesson 15 runs across two lab guests joined by a
 # virtual cable. The extended verbs change the API, not the wire: the capture
 # holds the same packets as lesson 4's, opcode for opcode and byte for byte

@@ -18,9 +18,9 @@
 #   2 host cores).
 # - "# uses: pair": suites whose `lab.sh pair` runs may go through a pair of
 #   guests that stays up for them (scripts/lab.sh up --pair, LAB_PAIR_DIR):
-#   two boots for all of them. Lessons 10 and 13's capture suites do not
-#   say it: their shipped captures record races that came out otherwise in
-#   a warm pair (docs/lab.md), so each of their captures boots a fresh pair.
+#   two boots for all of them. The capture suites do not say it: in a warm
+#   pair they saw resends and races their counts do not allow (docs/lab.md),
+#   so each capture boots a fresh pair.
 # - "# runs-on: lab-guest": suites that change the device itself (setup_rxe.sh
 #   up and down): Bats runs inside a throw-away guest of their own
 #   (scripts/lab.sh run), so that the shared lab's rxe0 is never touched.
