@@ -6,7 +6,7 @@
 # Prints, in one run on this machine:
 #   1. scripts/lab.sh exec -- true with the lab up: median and spread of RUNS
 #   2. scripts/lab.sh run -- true (a cold boot each time): median of 3
-#   3. make grade EX=4.1 with the lab up, against the same with no lab up
+#   3. make grade EX=4.1 SOLUTIONS=1 (the solution, which passes) with the lab up, against the same with no lab up
 #      (it boots one for itself: exec --up), interleaved, 3 rounds each;
 #      the ratio of the medians
 # It brings up a lab of its own (LAB_UP_DIR in a temporary folder), so a lab
@@ -63,7 +63,7 @@ median() { stats | awk '{ print $2 }'; }
 
 echo "bench: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
 make -s all
-make -s build/exercises/starter/ex4_1 2>/dev/null || true
+make -s build/exercises/solution/ex4_1 2>/dev/null || true
 
 scripts/lab.sh up 2>/dev/null
 echo -n "1. lab.sh exec -- true, lab up:    "
@@ -74,9 +74,9 @@ for i in 1 2 3; do seconds scripts/lab.sh run -- true; done | stats
 
 up=() cold=()
 for i in 1 2 3; do
-  up+=("$(seconds make -s grade EX=4.1)")
+  up+=("$(seconds make -s grade EX=4.1 SOLUTIONS=1)")
   scripts/lab.sh down >/dev/null 2>&1
-  cold+=("$(seconds make -s grade EX=4.1)")
+  cold+=("$(seconds make -s grade EX=4.1 SOLUTIONS=1)")
   scripts/lab.sh up 2>/dev/null
 done
 up_m=$(printf '%s\n' "${up[@]}" | median)
