@@ -79,3 +79,8 @@ recipe_makeflags() {
   CXXFLAGS=-O0 run -0 make -n -B lesson1
   assert_line --regexp '^g\+\+ -O0 -std=c\+\+20 -Wall -Wextra -Werror -Icommon .*lesson1\.cpp .*-libverbs -lrdmacm'
 }
+
+@test "the top level holds only what the design names: Makefile, README.md, lessons, common, scripts, tests, docs, .ci" {
+  run -0 git -C "$BATS_TEST_DIRNAME/.." ls-files
+  assert_equal "$(cut -d/ -f1 <<<"$output" | LC_ALL=C sort -u | paste -sd' ')" ".ci .gitignore Makefile README.md common docs lessons scripts tests"
+}
