@@ -222,11 +222,17 @@ run_device() {
     timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
     return
   fi
-  local xfer
+  each_in_lab "$@"
+}
+
+# each_in_lab FILE...: the files, Bats here, their programs in the lab that
+# is up (LAB_UP_DIR's, if set): Bats' TMPDIR in its xfer folder, which the
+# guest sees too, and the device found once, here, not once per test.
+each_in_lab() {
+  local xfer dev
   xfer=$(scripts/lab.sh xfer)
-  # The lessons' suites find the device once, here, not once per test.
-  RDMA_DEV=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }')
-  TMPDIR=$xfer LAB_XFER=$xfer RDMA_DEV=$RDMA_DEV \
+  dev=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }')
+  TMPDIR=$xfer LAB_XFER=$xfer RDMA_DEV=$dev \
     timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
 }
 
@@ -284,13 +290,11 @@ run_lab() {
 
 # run_in_lab CPUS FILE...: the files in the second lab, booted with CPUS vCPUs.
 run_in_lab() {
-  local cpus=$1 xfer
+  local cpus=$1
   shift
   echo "== the second lab, $cpus vCPU(s), for $*"
   LAB_CPUS=$cpus scripts/lab.sh up
-  xfer=$(scripts/lab.sh xfer)
-  TMPDIR=$xfer LAB_XFER=$xfer RDMA_DEV=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }') \
-    timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
+  each_in_lab "$@"
   scripts/lab.sh down
 }
 
