@@ -169,6 +169,8 @@ const char* qp_state_name(ibv_qp_state state) {
     return "IBV_QPS_(unknown)";
 }
 
+const char* qp_state_str(ibv_qp_state state) { return qp_state_name(state) + std::strlen("IBV_QPS_"); }
+
 void check_wc(const ibv_wc& wc, const char* what, const char* likely_cause) {
     if (wc.status == IBV_WC_SUCCESS) return;
     const char* hint = "";

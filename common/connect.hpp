@@ -75,6 +75,8 @@ const char* wc_status_name(ibv_wc_status status);
 
 // "IBV_QPS_ERR": the name of a QP state; rdma-core has no string function for it.
 const char* qp_state_name(ibv_qp_state state);
+// "ERR": the same without its IBV_QPS_ prefix, as lesson 3 prints it.
+const char* qp_state_str(ibv_qp_state state);
 
 // rdma_cm (lesson 9), where the connection manager does the exchange and the
 // transitions above.

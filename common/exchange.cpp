@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "check.hpp"
+#include "options.hpp"
 
 namespace wb {
 
@@ -270,6 +271,13 @@ void expect_token(Connection& c, const char (&token)[5], int timeout_s) {
         fail("the peer " + c.peer() + " sent '" + shown + "' where " + token + " was expected",
              "is the peer the same lesson of this workbook?");
     }
+}
+
+Connection meet_peer(const Options& opt, bool is_server) {
+    if (!is_server) return connect_to(opt.args.at(0), opt.tcp_port, opt.timeout_s);
+    Listener listener(opt.tcp_port);
+    std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
+    return listener.accept(opt.accept_timeout_s());
 }
 
 }  // namespace wb

@@ -80,6 +80,12 @@ private:
 // exits 1 with what to check on failure.
 Connection connect_to(const std::string& host, uint16_t port, int timeout_s, const char* who = "client");
 
+struct Options;
+// The TCP half of every lesson's meeting: a server listens on opt.tcp_port,
+// says "server: waiting for a client on TCP port P" and waits for one client
+// (opt.accept_timeout_s()); a client connects to opt.args[0] (connect_to).
+Connection meet_peer(const Options& opt, bool is_server);
+
 // Send our PeerInfo and receive the peer's, each way bounded by timeout_s.
 // Exits 1 when the peer closes, goes silent or sends something malformed, or
 // when the peer is a different lesson.

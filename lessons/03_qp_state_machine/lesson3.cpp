@@ -54,20 +54,6 @@ constexpr size_t kSlot = 64;            // bytes: the message goes out of buf[0.
 constexpr int kCqEntries = 4;           // completions the CQ can hold: one SEND + one RECV, with room to spare
 constexpr int kPollTimeoutSeconds = 5;  // a loopback SEND takes microseconds; 5 s is generous even in a slow VM
 
-// rdma-core has no string function for QP states.
-const char* qp_state_str(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "unknown";
-    }
-}
-
 // ibv_query_qp: print the state, and the attributes the last transition set.
 void show_qp(const char* name, ibv_qp* qp) {
     ibv_qp_attr attr{};
@@ -78,7 +64,7 @@ void show_qp(const char* name, ibv_qp* qp) {
                               IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                               IBV_QP_MAX_QP_RD_ATOMIC,
                           &init));
-    std::printf("  ibv_query_qp: QP %s (qp_num 0x%x) is %s", name, qp->qp_num, qp_state_str(attr.qp_state));
+    std::printf("  ibv_query_qp: QP %s (qp_num 0x%x) is %s", name, qp->qp_num, wb::qp_state_str(attr.qp_state));
     if (attr.qp_state >= IBV_QPS_INIT && attr.qp_state <= IBV_QPS_RTS)
         std::printf(", port_num %u, pkey_index %u, qp_access_flags 0x%x", attr.port_num, attr.pkey_index,
                     attr.qp_access_flags);

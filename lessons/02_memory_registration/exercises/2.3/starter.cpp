@@ -60,15 +60,9 @@ void read_page(ibv_qp* qa, ibv_cq* cq, const ibv_mr* dst_mr, const char* page, u
     char* dst = static_cast<char*>(dst_mr->addr);
     std::memset(dst, 0, kText);
     ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(dst), .length = kText, .lkey = dst_mr->lkey};
-    ibv_send_wr wr = {
-        .wr_id = 1,
-        .next = nullptr,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_RDMA_READ,
+    ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
         .send_flags = IBV_SEND_SIGNALED,
-        .wr = {.rdma = {.remote_addr = reinterpret_cast<uintptr_t>(page), .rkey = rkey}},
-    };
+        .wr = {.rdma = {.remote_addr = reinterpret_cast<uintptr_t>(page), .rkey = rkey}}};
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qa, &wr, &bad));
     ibv_wc wc{};

@@ -43,20 +43,6 @@ const char kMessage[] = "Hello from QP A";
 constexpr size_t kSlot = 64;          // bytes: the SEND goes out of buf[0..63], the receive is buf[64..127]
 constexpr auto kWait = std::chrono::seconds(3);  // a loopback SEND takes microseconds; an RNR NAK too
 
-// rdma-core has no string function for QP states.
-const char* qp_state_str(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "unknown";
-    }
-}
-
 // Poll `cq` for one completion, at most until `deadline`; false if none came.
 bool poll_until(ibv_cq* cq, Clock::time_point deadline, ibv_wc& wc) {
     for (;;) {
@@ -133,14 +119,8 @@ int main(int argc, char** argv) {
     // Step 9: A's SEND, signaled so that it completes on the CQ.
     std::memcpy(buf.get(), kMessage, sizeof kMessage);
     ibv_sge send_sge = {.addr = reinterpret_cast<uintptr_t>(buf.get()), .length = sizeof kMessage, .lkey = mr->lkey};
-    ibv_send_wr send_wr = {
-        .wr_id = 1,
-        .next = nullptr,
-        .sg_list = &send_sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,
-        .send_flags = IBV_SEND_SIGNALED,
-    };
+    ibv_send_wr send_wr = {.wr_id = 1, .sg_list = &send_sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+        .send_flags = IBV_SEND_SIGNALED};
     ibv_send_wr* bad_send = nullptr;
     const auto start = Clock::now();
     CHECK_RC(ibv_post_send(qa.get(), &send_wr, &bad_send));
@@ -158,7 +138,7 @@ int main(int argc, char** argv) {
         if (wc.wr_id == 1) break;
     }
     const ibv_wc_status sent = wc.status;
-    std::printf("QP A is now %s (ibv_query_qp)\n", qp_state_str(wb::query_state(qa.get())));
+    std::printf("QP A is now %s (ibv_query_qp)\n", wb::qp_state_str(wb::query_state(qa.get())));
 
     // TODO(3.1): post B's receive here, after A's SEND completed, and print
     // "ibv_post_recv on B, after A's SEND completed".

@@ -43,20 +43,6 @@ const char kMessage[] = "Hello from QP A";
 constexpr size_t kSlot = 64;          // bytes: the SEND goes out of buf[0..63], the receive is buf[64..127]
 constexpr auto kWait = std::chrono::seconds(3);  // a loopback SEND takes microseconds; a flush less
 
-// rdma-core has no string function for QP states.
-const char* qp_state_str(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "unknown";
-    }
-}
-
 // Poll `cq` for one completion, at most until `deadline`; false if none came.
 bool poll_until(ibv_cq* cq, Clock::time_point deadline, ibv_wc& wc) {
     for (;;) {
@@ -122,19 +108,13 @@ int main(int argc, char** argv) {
     wb::qp_to_rts(qa.get(), psn_a);
     wb::qp_to_rts(qb.get(), psn_b);
     std::printf("QP A 0x%x and QP B 0x%x in %s, B with a receive posted\n", qa->qp_num, qb->qp_num,
-                qp_state_str(wb::query_state(qa.get())));
+                wb::qp_state_str(wb::query_state(qa.get())));
 
     // Step 9: A's SEND, signaled so that it completes on the CQ; B's RECV takes it.
     std::memcpy(buf.get(), kMessage, sizeof kMessage);
     ibv_sge send_sge = {.addr = reinterpret_cast<uintptr_t>(buf.get()), .length = sizeof kMessage, .lkey = mr->lkey};
-    ibv_send_wr send_wr = {
-        .wr_id = 1,
-        .next = nullptr,
-        .sg_list = &send_sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,
-        .send_flags = IBV_SEND_SIGNALED,
-    };
+    ibv_send_wr send_wr = {.wr_id = 1, .sg_list = &send_sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+        .send_flags = IBV_SEND_SIGNALED};
     ibv_send_wr* bad_send = nullptr;
     CHECK_RC(ibv_post_send(qa.get(), &send_wr, &bad_send));
     complete(cq.get());  // B's RECV and A's SEND, in either order

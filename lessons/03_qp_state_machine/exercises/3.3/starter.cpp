@@ -45,20 +45,6 @@ constexpr auto kWait = std::chrono::seconds(3);  // 7 tries of 67 ms take 0.47 s
 constexpr uint8_t kTimeout = 14;               // ACK timeout code: 4.096 us * 2^14 = 67.1 ms per try
 constexpr uint32_t kPsnGap = 5;                // B expects A's first PSN minus this: "5 packets lost"
 
-// rdma-core has no string function for QP states.
-const char* qp_state_str(ibv_qp_state s) {
-    switch (s) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "unknown";
-    }
-}
-
 // Poll `cq` for one completion, at most until `deadline`; false if none came.
 bool poll_until(ibv_cq* cq, Clock::time_point deadline, ibv_wc& wc) {
     for (;;) {
@@ -145,14 +131,8 @@ int main(int argc, char** argv) {
     // Step 9: A's SEND; measure from ibv_post_send to its completion.
     std::memcpy(buf.get(), kMessage, sizeof kMessage);
     ibv_sge send_sge = {.addr = reinterpret_cast<uintptr_t>(buf.get()), .length = sizeof kMessage, .lkey = mr->lkey};
-    ibv_send_wr send_wr = {
-        .wr_id = 1,
-        .next = nullptr,
-        .sg_list = &send_sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,
-        .send_flags = IBV_SEND_SIGNALED,
-    };
+    ibv_send_wr send_wr = {.wr_id = 1, .sg_list = &send_sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+        .send_flags = IBV_SEND_SIGNALED};
     ibv_send_wr* bad_send = nullptr;
     const auto start = Clock::now();
     CHECK_RC(ibv_post_send(qa.get(), &send_wr, &bad_send));
@@ -168,6 +148,6 @@ int main(int argc, char** argv) {
         if (wc.wr_id == 1) break;
     }
     std::printf("result: B expected PSN 0x%06x, A sent 0x%06x: A's SEND completed with %s (%d), QP A is now %s\n",
-                b_expects, psn_a, wb::wc_status_name(wc.status), wc.status, qp_state_str(wb::query_state(qa.get())));
+                b_expects, psn_a, wb::wc_status_name(wc.status), wc.status, wb::qp_state_str(wb::query_state(qa.get())));
     return 0;  // ~qb, ~qa: ibv_destroy_qp; ~cq; ~mr; ~buf; ~pd; ~ctx: the order of lesson 3's step 11
 }

@@ -59,15 +59,9 @@ void expect_success(ibv_cq* cq, const char* who_what) {
 
 void post_send(ibv_qp* qp, const ibv_mr* mr, ibv_wr_opcode opcode, uint64_t remote_addr, uint32_t rkey) {
     ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(mr->addr), .length = kText, .lkey = mr->lkey};
-    ibv_send_wr wr = {
-        .wr_id = 1,
-        .next = nullptr,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = opcode,
-        .send_flags = IBV_SEND_SIGNALED,
-        .wr = {.rdma = {.remote_addr = remote_addr, .rkey = rkey}},  // ignored by a SEND
-    };
+    // .wr.rdma is ignored by a SEND.
+    ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = opcode, .send_flags = IBV_SEND_SIGNALED,
+        .wr = {.rdma = {.remote_addr = remote_addr, .rkey = rkey}}};
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
 }

@@ -81,14 +81,7 @@ int main(int argc, char** argv) {
                                              is_server ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0))};
     wb::qp_to_init(qp.get(), addr, IBV_ACCESS_REMOTE_WRITE);
 
-    wb::Connection conn;
-    if (is_server) {
-        wb::Listener listener(opt.tcp_port);
-        std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
-        conn = listener.accept(opt.accept_timeout_s());
-    } else {
-        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
-    }
+    wb::Connection conn = wb::meet_peer(opt, is_server);
     wb::PeerInfo mine = wb::local_info(kLesson, qp.get(), psn, addr);
     if (is_server) mine.addr = reinterpret_cast<uintptr_t>(buf.get()), mine.length = kMaxBytes, mine.rkey = mr->rkey;
     const wb::PeerInfo peer = wb::exchange(conn, mine, opt.timeout_s);

@@ -109,14 +109,7 @@ int main(int argc, char** argv) {
     wb::qp_to_init(qp.get(), addr, 0);
     for (uint32_t i = 0; i < kRecvs; ++i) post_receive(qp.get(), recv_mr.get());
 
-    wb::Connection conn;
-    if (is_server) {
-        wb::Listener listener(opt.tcp_port);
-        std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
-        conn = listener.accept(opt.accept_timeout_s());
-    } else {
-        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
-    }
+    wb::Connection conn = wb::meet_peer(opt, is_server);
     const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
