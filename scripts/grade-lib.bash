@@ -12,16 +12,34 @@
 #   ex_run CMD...             run a client (at most 30 s); output in $EX_OUT, status in $EX_STATUS
 #   ex_wait_server            wait (at most 15 s) for the server; status in $EX_SERVER_STATUS
 #   ex_counter NAME           a port counter of the device (hw_counters), e.g. rcvd_rnr_err
+#   ex_rx CMD...              run CMD where the device is (anything that reads the
+#                             device, its sysfs or its netdev: ibv_devinfo, rdma, ip)
+#   ex_sh 'SCRIPT' ARGS...    the same for a bash script
 #   ex_line FILE REGEX        the first line of FILE that matches REGEX (status 1: none)
 #   ex_fail EXPECTED HAPPENED print them with $HINT; return 1
-# $EX_PORT is a TCP port of this exercise's own; $EX_TMP a folder of its own.
+# $EX_PORT is a TCP port of this exercise's own; $EX_TMP a folder of its own,
+# seen by the programs too; $EX_EUID the user id the programs run as.
+#
+# Where the programs run: the grader itself runs on this host. With
+# GRADE_LAB=1 (scripts/grade.sh sets it when this host has no RDMA device)
+# every program goes through `scripts/lab.sh exec` into the lab that is up,
+# and GRADE_TMP (the lab's xfer folder) holds EX_TMP, so that both sides
+# see its files. Without it, everything runs here.
+EX_RX=()
+EX_EUID=$EUID
+if [[ -n ${GRADE_LAB:-} ]]; then
+  EX_RX=(scripts/lab.sh exec --timeout 60 --)
+  EX_EUID=0 # the lab's programs run as root
+fi
+ex_rx() { "${EX_RX[@]}" "$@"; }
+ex_sh() { ex_rx bash -c "$@"; }
 
-EX_TMP=$(mktemp -d) || {
+EX_TMP=$(mktemp -d -p "${GRADE_TMP:-${TMPDIR:-/tmp}}") || {
   echo "grade: mktemp -d failed: no folder for this exercise's files" >&2
   exit 1
 }
 EX_PORT=$((21000 + ${EX_INDEX:-0} * 4)) # below the ephemeral range; 4 ports per exercise
-EX_DEV=$(ibv_devices | awk 'NR > 2 { print $1; exit }')
+EX_DEV=${GRADE_DEV:-$(ex_rx ibv_devices | awk 'NR > 2 { print $1; exit }')}
 EX_SERVER_PID=
 EX_SERVER_OUT=$EX_TMP/server.out
 EX_OUT=$EX_TMP/client.out
@@ -36,7 +54,7 @@ ex_cleanup() {
 trap ex_cleanup EXIT
 
 ex_server() {
-  "$@" >"$EX_SERVER_OUT" 2>&1 &
+  "${EX_RX[@]}" "$@" >"$EX_SERVER_OUT" 2>&1 &
   EX_SERVER_PID=$!
 }
 
@@ -51,7 +69,7 @@ ex_wait_line() {
 
 ex_run() {
   EX_STATUS=0
-  timeout 30 "$@" >"$EX_OUT" 2>&1 || EX_STATUS=$?
+  timeout 30 "${EX_RX[@]}" "$@" >"$EX_OUT" 2>&1 || EX_STATUS=$?
 }
 
 ex_wait_server() {
@@ -71,7 +89,7 @@ ex_wait_server() {
 }
 
 ex_counter() {
-  cat "/sys/class/infiniband/$EX_DEV/ports/1/hw_counters/$1"
+  ex_rx cat "/sys/class/infiniband/$EX_DEV/ports/1/hw_counters/$1"
 }
 
 ex_line() {

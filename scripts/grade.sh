@@ -114,12 +114,21 @@ if ((${#runnable[@]})); then
     scripts/grade-run.sh "$list" | tee "$out"
   else
     echo "grade: this host has no RDMA device; grading in the Soft-RoCE lab (scripts/lab.sh)"
-    # The list lives in the checkout's build/ folder: the guest sees the checkout, not this host's /tmp.
-    mkdir -p build/exercises
-    cp "$list" build/exercises/graded.list
-    # A lab brought up for grading alone has one vCPU: a second one opens a
+    # The graders run here; each program they start runs in the lab that is
+    # up (scripts/grade-lib.bash), or in one brought up for this grading
+    # and stopped after it. That one has one vCPU: a second one opens a
     # race between a completion and the QP state it reports (exercise 5.2).
-    LAB_DEFAULT_CPUS=1 scripts/lab.sh exec --up -- scripts/grade-run.sh build/exercises/graded.list | tee "$out"
+    brought=
+    if ! scripts/lab.sh status >/dev/null 2>&1; then
+      LAB_DEFAULT_CPUS=1 scripts/lab.sh up || exit 1
+      brought=1
+    fi
+    # shellcheck disable=SC2317 # run by the trap
+    lab_down() { [[ -z $brought ]] || scripts/lab.sh down; }
+    trap lab_down EXIT
+    xfer=$(scripts/lab.sh xfer) || exit 1
+    dev=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }')
+    GRADE_LAB=1 GRADE_TMP=$xfer GRADE_DEV=$dev scripts/grade-run.sh "$list" | tee "$out"
   fi
   passed=$(grep -c '^PASS ' "$out")
   failed=$((failed + ${#runnable[@]} - passed))

@@ -174,6 +174,14 @@ else
 fi
 ip addr add "$ADDR" dev "$NETDEV" || die "cannot give $NETDEV the address $ADDR"
 ip link set "$NETDEV" up || die "cannot bring $NETDEV up"
+# The peer's neighbour entry, permanent: no ARP on the cable, so that the
+# first RoCE packet of a run never waits for one (in a pair that stays up,
+# an entry gone stale between runs delayed it past the QP's timeout).
+if [ -n "${PEER:-}" ]; then
+  # busybox: arp -s makes a permanent entry (its ip has no "neigh replace").
+  arp -i "$NETDEV" -s "$PEER" "$PEER_MAC" ||
+    die "cannot add the neighbour entry of $PEER"
+fi
 
 # No limit on locked memory (ibv_reg_mr pins pages): the guest is ours.
 # shellcheck disable=SC3045 # busybox sh has ulimit -l

@@ -56,6 +56,9 @@ write_guest_files() {
   cp "$SELF_DIR/lab-guest.sh" "$share/guest.sh"
   {
     printf 'MODE=%q\nCHECKOUT=%q\nNETDEV=%q\nADDR=%q\n' "$mode" "$CHECKOUT" "$netdev" "$addr"
+    # The peer's MAC follows from its address: qemu gives 192.0.2.N the NIC
+    # 52:54:00:00:02:0N (cmd_pair.sh, cmd_up.sh).
+    [[ -z $peer_addr ]] || printf 'PEER=%q\nPEER_MAC=%q\n' "$peer_addr" "52:54:00:00:02:0${peer_addr##*.}"
     if [[ $mode == shell ]] && size=$(stty size 2>/dev/null); then
       printf 'ROWS=%q\nCOLS=%q\n' "${size% *}" "${size#* }"
     fi

@@ -10,7 +10,7 @@ grade() {
   }
   # ibv_devinfo -v: the names under device_cap_flags, tab-indented, without the IBV_DEVICE_ prefix.
   local want got
-  want=$(ibv_devinfo -v -d "$EX_DEV" | awk '/device_cap_flags:/ { on = 1; next }
+  want=$(ex_rx ibv_devinfo -v -d "$EX_DEV" | awk '/device_cap_flags:/ { on = 1; next }
     on && /^\t\t\t\t\t[A-Z_0-9]+$/ { gsub(/\t/, ""); print "IBV_DEVICE_" $0; next } on { exit }' | sort)
   got=$(sed -n 's/^cap: \(IBV_DEVICE_[A-Z_0-9]*\)$/\1/p' "$EX_OUT" | sort)
   [[ -n $got ]] || {

@@ -11,16 +11,22 @@ grade() {
     ex_fail "exit status 0" "exit status $EX_STATUS: $(ex_tail "$EX_OUT")"
     return
   }
-  local sys=/sys/class/infiniband/$EX_DEV/ports/1 want="" got="" line index addr type total
-  local -a slots=("$sys"/gids/*)
-  total=${#slots[@]}
-  # The kernel's used slots: a type can be read only for those. (read, not
-  # $(cat): a thousand forks take a minute in an emulated guest.)
-  for ((index = 0; index < total; index++)); do
-    { read -r type <"$sys/gid_attrs/types/$index"; } 2>/dev/null || continue
-    read -r addr <"$sys/gids/$index"
-    want+="$index $(exploded "$addr") $type"$'\n'
-  done
+  local want="" got="" line index addr type total slots
+  # The kernel's used slots, where the device is: a type can be read only
+  # for those. (read, not $(cat): a thousand forks take a minute in an
+  # emulated guest.) First line: the number of slots.
+  # shellcheck disable=SC2016 # $1 is the inner bash's argument
+  slots=$(ex_sh 'sys=/sys/class/infiniband/$1/ports/1; s=("$sys"/gids/*); echo "${#s[@]}"
+    for ((i = 0; i < ${#s[@]}; i++)); do
+      { read -r t <"$sys/gid_attrs/types/$i"; } 2>/dev/null || continue
+      read -r a <"$sys/gids/$i"; echo "$i $a $t"
+    done' _ "$EX_DEV")
+  {
+    read -r total
+    while read -r index addr type; do
+      want+="$index $(exploded "$addr") $type"$'\n'
+    done
+  } <<<"$slots"
   while read -r line; do
     [[ $line =~ ^gid\[([0-9]+)\]\ ([0-9a-fA-F:.]+)\ (.+)$ ]] || continue
     got+="${BASH_REMATCH[1]} $(exploded "${BASH_REMATCH[2]}") ${BASH_REMATCH[3]}"$'\n'

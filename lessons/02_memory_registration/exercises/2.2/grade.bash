@@ -45,7 +45,7 @@ grade() {
   # pinned before, the first 1 MiB fits and the same 1 MiB again does not.
   # Root has CAP_IPC_LOCK, which bypasses the limit: drop it for this run.
   local limit=$(((before + 1536) * 1024)) drop=()
-  ((EUID == 0)) && drop=(setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock)
+  ((EX_EUID == 0)) && drop=(setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock)
   ex_run prlimit --memlock="$limit:$limit" "${drop[@]}" "$1" -d "$EX_DEV"
   local limited=$EX_STATUS
   if ((limited == 0)) || ! grep -q '^VmPin after the first registration:' "$EX_OUT" ||

@@ -15,7 +15,7 @@ grade() {
     return
   fi
   # Two clients at once; the server starts both with GO once both are connected.
-  timeout 30 "$1" -p "$EX_PORT" --timeout 20 127.0.0.1 -n "$kRounds" >"$client2_out" 2>&1 &
+  timeout 30 "${EX_RX[@]}" "$1" -p "$EX_PORT" --timeout 20 127.0.0.1 -n "$kRounds" >"$client2_out" 2>&1 &
   client2_pid=$!
   ex_run "$1" -p "$EX_PORT" --timeout 20 127.0.0.1 -n "$kRounds"
   wait "$client2_pid" || client2_status=$?

@@ -6,9 +6,9 @@ HINT="rdma_conn_param.private_data = &request (client) / &answer.response (serve
 
 # An IPv4 address of the RDMA netdev under EX_DEV (the lab: 192.0.2.1 on dummy0).
 rdma_ip() {
-  local netdev
-  netdev=$(rdma link show "$EX_DEV/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
-  ip -4 -o addr show dev "$netdev" | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
+  # shellcheck disable=SC2016 # $1 is the inner bash's argument
+  ex_sh 'netdev=$(rdma link show "$1/1" | sed -n "s/.* netdev \([^ ]*\).*/\1/p")
+    ip -4 -o addr show dev "$netdev"' _ "$EX_DEV" | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
 }
 
 grade() {

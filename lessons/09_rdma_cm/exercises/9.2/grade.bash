@@ -6,9 +6,9 @@ HINT="listen once; then a loop of -c rounds whose body declares the connection's
 
 # An IPv4 address of the RDMA netdev under EX_DEV (the lab: 192.0.2.1 on dummy0).
 rdma_ip() {
-  local netdev
-  netdev=$(rdma link show "$EX_DEV/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
-  ip -4 -o addr show dev "$netdev" | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
+  # shellcheck disable=SC2016 # $1 is the inner bash's argument
+  ex_sh 'netdev=$(rdma link show "$1/1" | sed -n "s/.* netdev \([^ ]*\).*/\1/p")
+    ip -4 -o addr show dev "$netdev"' _ "$EX_DEV" | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
 }
 
 # client_sums PROGRAM HOST K A B: client K adds A and B; status 1 (after ex_fail) unless it printed the sum and exited 0.
@@ -49,10 +49,12 @@ grade() {
     return
   fi
   local ids qps
-  ids=$(rdma resource show cm_id | grep -w "pid $EX_SERVER_PID")
-  qps=$(rdma resource show qp | grep -w "pid $EX_SERVER_PID")
+  # The server by its name: in the lab its pid is the guest's, not $EX_SERVER_PID.
+  local comm=${1##*/}
+  ids=$(ex_rx rdma resource show cm_id | grep -w "comm ${comm:0:15}")
+  qps=$(ex_rx rdma resource show qp | grep -w "comm ${comm:0:15}")
   if [[ $(grep -c . <<<"$ids") != 1 || $ids != *"state LISTEN"* || -n $qps ]]; then
-    ex_fail "while it waits for client 2, the server (pid $EX_SERVER_PID) holds one cm_id, its listener (state LISTEN), and no QP: client 1's id and QP destroyed" \
+    ex_fail "while it waits for client 2, the server (${comm:0:15}) holds one cm_id, its listener (state LISTEN), and no QP: client 1's id and QP destroyed" \
       "rdma resource show: $(echo "${ids:-no cm_id}" "${qps:-no QP}" | tr -s ' \n' ' ')"
     return
   fi

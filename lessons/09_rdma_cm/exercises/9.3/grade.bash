@@ -6,9 +6,9 @@ HINT="after rdma_connect take the next event without next_cm_event's check; on R
 
 # An IPv4 address of the RDMA netdev under EX_DEV (the lab: 192.0.2.1 on dummy0).
 rdma_ip() {
-  local netdev
-  netdev=$(rdma link show "$EX_DEV/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
-  ip -4 -o addr show dev "$netdev" | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
+  # shellcheck disable=SC2016 # $1 is the inner bash's argument
+  ex_sh 'netdev=$(rdma link show "$1/1" | sed -n "s/.* netdev \([^ ]*\).*/\1/p")
+    ip -4 -o addr show dev "$netdev"' _ "$EX_DEV" | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
 }
 
 grade() {
@@ -21,7 +21,7 @@ grade() {
   local sends_before
   sends_before=$(ex_counter rdma_sends)
   # The client first: nothing listens on EX_PORT yet.
-  timeout 20 "$1" -p "$EX_PORT" --timeout 10 "$host" -- "$a" "$b" >"$EX_OUT" 2>&1 &
+  timeout 20 "${EX_RX[@]}" "$1" -p "$EX_PORT" --timeout 10 "$host" -- "$a" "$b" >"$EX_OUT" 2>&1 &
   client=$!
   ex_wait_line "$EX_OUT" "RDMA_CM_EVENT_REJECTED"
   sleep 1

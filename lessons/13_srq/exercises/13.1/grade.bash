@@ -10,7 +10,7 @@ grade() {
     ex_fail "the server to print 'waiting for client 1 of 2'" "$(ex_tail "$EX_SERVER_OUT")"
     return
   }
-  timeout 30 "$1" -p "$EX_PORT" --timeout 20 127.0.0.1 -n 10 >"$client2_out" 2>&1 &
+  timeout 30 "${EX_RX[@]}" "$1" -p "$EX_PORT" --timeout 20 127.0.0.1 -n 10 >"$client2_out" 2>&1 &
   client2_pid=$!
   ex_run "$1" -p "$EX_PORT" --timeout 20 127.0.0.1 -n 10
   wait "$client2_pid" || client2_status=$?

@@ -5,7 +5,7 @@ HINT="ibv_create_cq_ex returns NULL with errno EOPNOTSUPP when the device has no
 grade() {
   local a=$((RANDOM + 1)) b=$((RANDOM + 1)) has_ts=yes side file want
   # The truth: does the device keep completion timestamps? (ibv_devinfo -v)
-  ibv_devinfo -v -d "$EX_DEV" | grep -q "completion_timestamp_mask not supported" && has_ts=no
+  ex_rx ibv_devinfo -v -d "$EX_DEV" | grep -q "completion_timestamp_mask not supported" && has_ts=no
   ex_server "$1" -T -p "$EX_PORT" --timeout 10
   ex_wait_line "$EX_SERVER_OUT" "waiting for a client" || {
     ex_fail "the server, run with -T, to say 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
