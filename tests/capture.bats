@@ -27,8 +27,8 @@ peer_lessons() {
   assert_output --partial "[b] result: 2 + 3 = 5"
   assert_output --partial "[a] result: 2 + 3 = 5"
   run opcodes 4
-  assert_line "4"    # RC SEND Only: the request and the response
-  assert_line "17"   # RC Acknowledge
+  assert_line "4"  # RC SEND Only: the request and the response
+  assert_line "17" # RC Acknowledge
   [ "$(grep -cx 4 <<<"$output")" -ge 2 ]
 }
 
@@ -36,12 +36,12 @@ peer_lessons() {
   capture 5
   assert_output --partial '[a] result: received 19 bytes: "hello over the wire"'
   run opcodes 5
-  assert_line "11"   # RDMA WRITE Only with Immediate
+  assert_line "11" # RDMA WRITE Only with Immediate
   assert_line "17"
-  refute_line "4"    # no SEND: the data arrives by WRITE
+  refute_line "4" # no SEND: the data arrives by WRITE
   run tshark_quiet -r captures/lesson5.pcap -Y 'infiniband.bth.opcode == 11' -T fields -E occurrence=f \
     -e infiniband.reth.dmalen -e infiniband.immdt
-  assert_output --regexp '^19[[:space:]]+0*13$'   # 19 bytes, immediate = 19 (0x13)
+  assert_output --regexp '^19[[:space:]]+0*13$' # 19 bytes, immediate = 19 (0x13)
 }
 
 @test "lesson 6 across two guests: an RDMA READ Request answered by a READ Response" {
@@ -52,8 +52,8 @@ peer_lessons() {
   assert_output --regexp 'server 192\.0\.2\.1 -> client 192\.0\.2\.2 +RC RDMA Read Response Only \(op 16\)'
   assert_output --partial '4 bytes (out-of-band exchange) "DONE"'
   run opcodes 6
-  assert_line "12"   # RDMA READ Request
-  assert_line "16"   # RDMA READ Response Only
+  assert_line "12" # RDMA READ Request
+  assert_line "16" # RDMA READ Response Only
 }
 
 @test "lesson 7 across two guests: FetchAdd and CmpSwap, each answered by an Atomic Acknowledge" {
@@ -63,10 +63,10 @@ peer_lessons() {
   assert_output --regexp 'RC Atomic Acknowledge \(op 18\).*AtomicAckETH orig=0 '
   assert_output --regexp 'RC Atomic Acknowledge \(op 18\).*AtomicAckETH orig=2 '
   run opcodes 7
-  assert_line "20"   # FetchAdd
-  assert_line "19"   # CmpSwap
-  assert_line "18"   # ATOMIC Acknowledge
-  [ "$(grep -cx 20 <<<"$output")" -eq 3 ]   # -n 3: three fetch-and-adds
+  assert_line "20"                        # FetchAdd
+  assert_line "19"                        # CmpSwap
+  assert_line "18"                        # ATOMIC Acknowledge
+  [ "$(grep -cx 20 <<<"$output")" -eq 3 ] # -n 3: three fetch-and-adds
 }
 
 @test "lesson 8 across two guests: two requests, two sums, all by SEND" {
@@ -74,17 +74,17 @@ peer_lessons() {
   assert_output --partial "[b] result: 2 + 3 = 5"
   run opcodes 8
   assert_line "4"
-  [ "$(grep -cx 4 <<<"$output")" -ge 4 ]   # -n 2: two requests and two responses
+  [ "$(grep -cx 4 <<<"$output")" -ge 4 ] # -n 2: two requests and two responses
 }
 
 @test "lesson 9 across two guests: the CM's MADs on QP1 connect and disconnect, then SENDs carry the sum" {
   capture 9
   assert_output --partial "[b] result: 2 + 3 = 5"
   run opcodes 9
-  assert_line "100"  # UD SEND Only: the CM's MADs
+  assert_line "100" # UD SEND Only: the CM's MADs
   assert_line "4"
   run tshark_quiet -r captures/lesson9.pcap -Y 'infiniband.bth.opcode == 100' -T fields -e infiniband.bth.destqp
-  assert_line --regexp '^0x0+1$'   # addressed to QP1, the General Services QP
+  assert_line --regexp '^0x0+1$' # addressed to QP1, the General Services QP
   run tshark_quiet -r captures/lesson9.pcap -Y infiniband
   assert_output --partial "ConnectRequest"
   assert_output --partial "ReadyToUse"
@@ -132,7 +132,7 @@ peer_lessons() {
 @test "make capture refuses a lesson without a peer, with the reason, before booting anything" {
   run -2 make -s capture LESSON=2
   assert_output --partial "capture_lesson.sh: lesson 2 has no peer, so nothing crosses a wire; lessons $(peer_lessons) do"
-  refute_output --partial "capture: lesson 2"   # the line printed before the guests boot
+  refute_output --partial "capture: lesson 2" # the line printed before the guests boot
 }
 
 @test "capture_lesson.sh refuses no lesson, an unknown lesson and one without a peer, exit 2, before booting anything" {
@@ -197,7 +197,7 @@ export -f tcp_send
 
 @test "capture.sh exits with the command's status" {
   run -3 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/s.pcap" -- bash -c 'exit 3'
-  assert_line --regexp '^frame +time +source -> destination +packet$'   # the ladder ran
+  assert_line --regexp '^frame +time +source -> destination +packet$' # the ladder ran
 }
 
 @test "under sudo, capture.sh captures as root and runs the command as the user who called sudo (SUDO_USER)" {

@@ -28,13 +28,15 @@ fields() {
   run fields rnr infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
     infiniband.aeth.syndrome.opcode infiniband.aeth.syndrome.timer
   assert_equal "${#lines[@]}" 2 # one SEND, one answer: rnr_retry 0 sends it once
-  local send=(${lines[0]}) nak=(${lines[1]})
-  assert_equal "${send[0]}" 4   # RC SEND Only
-  assert_equal "${nak[0]}" 17   # RC Acknowledge
+  local send nak
+  read -ra send <<<"${lines[0]}"
+  read -ra nak <<<"${lines[1]}"
+  assert_equal "${send[0]}" 4           # RC SEND Only
+  assert_equal "${nak[0]}" 17           # RC Acknowledge
   assert_equal "${nak[1]}" "${send[1]}" # for the SEND's PSN
-  assert_equal "${nak[2]}" 44   # syndrome 0x2c = 001 01100
-  assert_equal "${nak[3]}" 1    # RNR NAK
-  assert_equal "${nak[4]}" 12   # the server's min_rnr_timer: 0.64 ms
+  assert_equal "${nak[2]}" 44           # syndrome 0x2c = 001 01100
+  assert_equal "${nak[3]}" 1            # RNR NAK
+  assert_equal "${nak[4]}" 12           # the server's min_rnr_timer: 0.64 ms
 }
 
 @test "rem-access across two guests: the WRITE is answered by a NAK remote access error (AETH opcode 3, code 2), status 10" {
@@ -44,7 +46,9 @@ fields() {
   run fields rem-access infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
     infiniband.aeth.syndrome.opcode infiniband.aeth.syndrome.error_code
   assert_equal "${#lines[@]}" 2
-  local write=(${lines[0]}) nak=(${lines[1]})
+  local write nak
+  read -ra write <<<"${lines[0]}"
+  read -ra nak <<<"${lines[1]}"
   assert_equal "${write[0]}" 10 # RC RDMA WRITE Only
   assert_equal "${nak[0]}" 17
   assert_equal "${nak[1]}" "${write[1]}"

@@ -5,6 +5,7 @@
 # profile and ladder tests need only tshark; "the shipped captures are
 # current" boots a pair of lab guests per lesson and compares the wire.
 
+# shellcheck disable=SC2030,SC2031 # each @test runs in its own process: what one sets stays in it, as meant
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -77,6 +78,7 @@ Nak,Remote Access Error'
   assert_success
   XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/conf run --separate-stderr tshark -C RDMA-Workbook -r docs/captures/lesson4.pcapng --color
   refute_output --partial "Could not compile"
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ $stderr != *"Could not compile"* ]] || fail "$stderr"
   run grep -c '^@' docs/wireshark-profile/RDMA-Workbook/colorfilters
   assert [ "$output" -ge 6 ]
@@ -117,7 +119,7 @@ Nak,Remote Access Error'
   assert_file_contains "${backups[0]}/colorfilters" "changed by the learner"
   run diff -r docs/wireshark-profile/RDMA-Workbook "$dest"
   assert_success
-  run -0 scripts/wireshark_profile.sh </dev/null   # a third time in the same second: a second backup
+  run -0 scripts/wireshark_profile.sh </dev/null # a third time in the same second: a second backup
   backups=("$dest".backup-*)
   assert_equal "${#backups[@]}" 2
 }
@@ -148,6 +150,7 @@ Nak,Remote Access Error'
   assert_line --index 32 --partial "AETH RNR NAK timer 491.52 ms (31) msn=1"
   ladder=$(sed -n 's/.*AETH RNR NAK timer \([0-9.]*\) ms.*/\1 ms/p' <<<"$output")
   run ws_tshark -r "$BATS_TEST_TMPDIR/rnr.pcap" -T fields -e _ws.col.AETH
+  # shellcheck disable=SC2001 # ^ anchors each line of the output, which ${output//...} cannot
   assert_equal "$ladder" "$(sed 's/^RNR Nak,//' <<<"$output")"
 }
 
