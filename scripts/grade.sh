@@ -111,7 +111,7 @@ if ((${#runnable[@]})); then
   printf '%s\n' "${runnable[@]}" >"$list"
   out=$(mktemp) || exit 1
   if compgen -G '/sys/class/infiniband/*' >/dev/null; then
-    scripts/grade-run.sh "$list" | tee "$out"
+    scripts/grade_run.sh "$list" | tee "$out"
   else
     echo "grade: this host has no RDMA device; grading in the Soft-RoCE lab (scripts/lab.sh)"
     # The list lives in the checkout's build/ folder: the guest sees the checkout, not this host's /tmp.
@@ -119,7 +119,7 @@ if ((${#runnable[@]})); then
     cp "$list" build/exercises/graded.list
     # A lab brought up for grading alone has one vCPU: a second one opens a
     # race between a completion and the QP state it reports (exercise 5.2).
-    LAB_DEFAULT_CPUS=1 scripts/lab.sh exec --up -- scripts/grade-run.sh build/exercises/graded.list | tee "$out"
+    LAB_DEFAULT_CPUS=1 scripts/lab.sh exec --up -- scripts/grade_run.sh build/exercises/graded.list | tee "$out"
   fi
   passed=$(grep -c '^PASS ' "$out")
   failed=$((failed + ${#runnable[@]} - passed))

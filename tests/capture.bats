@@ -3,8 +3,9 @@
 # joined by a virtual cable, and the capture holds the operations the lesson
 # is named for. Runs on the host: every test boots a pair of guests itself.
 # This is also where the lessons are shown to work across two hosts.
-# Also here, with nothing booted: capture_lesson.sh's refusals, capture.sh's
-# options on this host's loopback, and ladder.sh's labels on a hand-made pcap.
+# Also here, with nothing booted: capture_lesson.sh's refusals,
+# capture_command.sh's options on this host's loopback, and ladder.sh's
+# labels on a hand-made pcap.
 
 bats_require_minimum_version 1.5.0
 
@@ -91,13 +92,13 @@ peer_lessons() {
   assert_output --partial "DisconnectRequest"
 }
 
-@test "scripts/capture.sh on a host whose rxe sits on a real netdev captures the lesson and prints its ladder" {
+@test "scripts/capture_command.sh on a host whose rxe sits on a real netdev captures the lesson and prints its ladder" {
   # Guest b plays a learner's real host: rxe0 on eth0, the server on another host (guest a).
   run timeout 300 scripts/lab.sh pair --timeout 240 \
     --a "./lesson4 --timeout 60" \
-    --b "scripts/capture.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 60 192.0.2.1 2 3"
+    --b "scripts/capture_command.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 60 192.0.2.1 2 3"
   assert_success
-  assert_output --partial "[b] capture.sh: capturing on eth0 (udp port 4791 or tcp port 18515) into /tmp/l4.pcap"
+  assert_output --partial "[b] capture_command.sh: capturing on eth0 (udp port 4791 or tcp port 18515) into /tmp/l4.pcap"
   assert_output --partial "[a] result: 2 + 3 = 5"
   assert_output --partial "[b] result: 2 + 3 = 5"
   assert_output --regexp '\[b\] +[0-9]+ +[0-9.]+ +192\.0\.2\.2 -> 192\.0\.2\.1 +RC Send Only \(op 4\)'
@@ -105,11 +106,11 @@ peer_lessons() {
   refute_output --partial "no RoCE packets captured"
 }
 
-@test "scripts/capture.sh warns that a peer on the same host puts nothing on the wire, and says so after" {
+@test "scripts/capture_command.sh warns that a peer on the same host puts nothing on the wire, and says so after" {
   # The server's "waiting" line, not a fixed sleep, says when the client may
   # come; both run inside the capture, so tshark's start-up eats no timeout.
   # shellcheck disable=SC2016 # the guest's bash expands this, not ours
-  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture.sh -o /tmp/l4.pcap -- bash -c '
+  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture_command.sh -o /tmp/l4.pcap -- bash -c '
     ./lesson4 --timeout 30 >/tmp/server.out 2>&1 &
     server=$!
     for _ in $(seq 100); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
@@ -148,7 +149,7 @@ peer_lessons() {
   done
 }
 
-# A command for capture.sh: send TEXT over TCP on this host's loopback to PORT.
+# A command for capture_command.sh: send TEXT over TCP on this host's loopback to PORT.
 tcp_send() {
   python3 -c '
 import socket, sys
@@ -160,34 +161,34 @@ with socket.create_server(("127.0.0.1", port)) as listener:
 }
 export -f tcp_send
 
-@test "capture.sh refuses a -p that is not a port, exit 2, before tshark starts" {
+@test "capture_command.sh refuses a -p that is not a port, exit 2, before tshark starts" {
   for bad in '1 or tcp' 0 65536 -1 0x50 ''; do
-    run -2 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/x.pcap" -p "$bad" -- true
-    assert_output "capture.sh: -p '$bad' is not a TCP port (1-65535) (see scripts/capture.sh -h)"
+    run -2 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/x.pcap" -p "$bad" -- true
+    assert_output "capture_command.sh: -p '$bad' is not a TCP port (1-65535) (see scripts/capture_command.sh -h)"
   done
   assert_file_not_exists "$BATS_TEST_TMPDIR/x.pcap"
 }
 
-@test "capture.sh refuses a missing value, an unknown option and a missing command, exit 2" {
-  run -2 scripts/capture.sh -i lo -p
-  assert_output "capture.sh: -p needs a value (see scripts/capture.sh -h)"
-  run -2 scripts/capture.sh -x -- true
-  assert_output "capture.sh: unknown argument '-x' (see scripts/capture.sh -h)"
-  run -2 scripts/capture.sh -i lo --
-  assert_output "capture.sh: no command to run after -- (see scripts/capture.sh -h)"
+@test "capture_command.sh refuses a missing value, an unknown option and a missing command, exit 2" {
+  run -2 scripts/capture_command.sh -i lo -p
+  assert_output "capture_command.sh: -p needs a value (see scripts/capture_command.sh -h)"
+  run -2 scripts/capture_command.sh -x -- true
+  assert_output "capture_command.sh: unknown argument '-x' (see scripts/capture_command.sh -h)"
+  run -2 scripts/capture_command.sh -i lo --
+  assert_output "capture_command.sh: no command to run after -- (see scripts/capture_command.sh -h)"
 }
 
-@test "capture.sh -h prints every option with its default" {
-  run -0 scripts/capture.sh -h
+@test "capture_command.sh -h prints every option with its default" {
+  run -0 scripts/capture_command.sh -h
   assert_line --partial "-d RDMA_DEV  the RDMA device whose netdev to capture on (default: the first one)"
   assert_line --partial "-o FILE      where the pcap goes (default: captures/capture.pcap)"
   assert_line --partial "-p TCP_PORT  the lessons' out-of-band TCP port to include (default: 18515)"
 }
 
-@test "capture.sh -p PORT captures that TCP port into -o FILE, not another one, and shows it in the ladder" {
-  run -0 scripts/capture.sh -i lo -p 20431 -o "$BATS_TEST_TMPDIR/lo.pcap" -- \
+@test "capture_command.sh -p PORT captures that TCP port into -o FILE, not another one, and shows it in the ladder" {
+  run -0 scripts/capture_command.sh -i lo -p 20431 -o "$BATS_TEST_TMPDIR/lo.pcap" -- \
     bash -c 'tcp_send 20431 DONE && tcp_send 20432 GONE'
-  assert_line "capture.sh: capturing on lo (udp port 4791 or tcp port 20431) into $BATS_TEST_TMPDIR/lo.pcap"
+  assert_line "capture_command.sh: capturing on lo (udp port 4791 or tcp port 20431) into $BATS_TEST_TMPDIR/lo.pcap"
   assert_output --regexp '127\.0\.0\.1 -> 127\.0\.0\.1 +TCP [0-9]+ -> 20431, 4 bytes \(out-of-band exchange\) "DONE"'
   refute_output --partial "GONE"
   run tshark -r "$BATS_TEST_TMPDIR/lo.pcap" -T fields -e tcp.dstport -Y 'tcp.len > 0'
@@ -195,23 +196,23 @@ export -f tcp_send
   refute_line "20432"
 }
 
-@test "capture.sh exits with the command's status" {
-  run -3 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/s.pcap" -- bash -c 'exit 3'
+@test "capture_command.sh exits with the command's status" {
+  run -3 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/s.pcap" -- bash -c 'exit 3'
   assert_line --regexp '^frame +time +source -> destination +packet$' # the ladder ran
 }
 
-@test "under sudo, capture.sh captures as root and runs the command as the user who called sudo (SUDO_USER)" {
+@test "under sudo, capture_command.sh captures as root and runs the command as the user who called sudo (SUDO_USER)" {
   [[ $(id -u) == 0 ]] || skip "needs root, as under sudo"
   id nobody >/dev/null 2>&1 || skip "no user nobody here"
-  SUDO_USER=nobody run -0 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/u.pcap" -- id -un
-  assert_line "capture.sh: running id as nobody (SUDO_USER); tshark captures as root"
+  SUDO_USER=nobody run -0 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/u.pcap" -- id -un
+  assert_line "capture_command.sh: running id as nobody (SUDO_USER); tshark captures as root"
   assert_line "nobody"
   refute_line "root"
 }
 
-@test "capture.sh keeps tshark's message when the capture fails, exit 1" {
-  run -1 scripts/capture.sh -i no-such-netdev -o "$BATS_TEST_TMPDIR/f.pcap" -- true
-  assert_output --regexp "capture.sh: tshark stopped (before it started|while true ran: the capture is incomplete); it said:"
+@test "capture_command.sh keeps tshark's message when the capture fails, exit 1" {
+  run -1 scripts/capture_command.sh -i no-such-netdev -o "$BATS_TEST_TMPDIR/f.pcap" -- true
+  assert_output --regexp "capture_command.sh: tshark stopped (before it started|while true ran: the capture is incomplete); it said:"
   assert_output --partial 'There is no device named "no-such-netdev"'
 }
 

@@ -74,7 +74,7 @@ fields() {
 # check_current SCENARIO: capture it again between two guests and compare
 # with its shipped docs/captures/lesson10-SCENARIO.pcapng.
 check_current() {
-  run timeout 300 scripts/captures.sh --check "10:$1"
+  run timeout 300 scripts/shipped_captures.sh --check "10:$1"
   assert_success
   assert_line --regexp "^10:$1: current \\([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson10-$1\\.pcapng\\)$"
 }
@@ -89,10 +89,10 @@ check_current() {
   run timeout 300 make -s capture LESSON=10 SCENARIO=flush
   assert_success
   assert_output --partial "[b] result: flush: IBV_WC_WR_FLUSH_ERR (5), as expected"
-  run diff <(scripts/captures.sh --signature docs/captures/lesson10-flush.pcapng | grep -vx 'client -> server op 4') \
-    <(scripts/captures.sh --signature captures/lesson10-flush.pcap | grep -vx 'client -> server op 4')
+  run diff <(scripts/shipped_captures.sh --signature docs/captures/lesson10-flush.pcapng | grep -vx 'client -> server op 4') \
+    <(scripts/shipped_captures.sh --signature captures/lesson10-flush.pcap | grep -vx 'client -> server op 4')
   assert_success
-  run scripts/captures.sh --signature captures/lesson10-flush.pcap
+  run scripts/shipped_captures.sh --signature captures/lesson10-flush.pcap
   assert_line "client -> server op 10"
   assert_line "server -> client op 17 Nak,Remote Access Error"
 }
