@@ -8,7 +8,7 @@
 #   make exercise-reset EX=4.2   start one over; exercise-save / exercise-refresh: docs/contributing.md
 #   make lab-selftest       rdma-core's own tests on rxe0 in the lab (LAB_KERNEL=trixie make lab-selftest)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
-#   make captures           record every two-process lesson's wire into docs/captures/ (scripts/captures.sh)
+#   make captures           record every two-process lesson's wire into docs/captures/ (scripts/shipped_captures.sh)
 #   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
 #   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list)
 #   make bench      lesson 11 beside perftest, then the levers; table, CSVs and plots in bench/
@@ -190,10 +190,10 @@ capture: deps
 	@scripts/capture_lesson.sh "$$LESSON" "$$SCENARIO"
 
 # Every two-process lesson's capture, recorded into docs/captures/ with a
-# comment saying what ran (scripts/captures.sh --check compares them).
+# comment saying what ran (scripts/shipped_captures.sh --check compares them).
 captures: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/captures.sh
+	@scripts/shipped_captures.sh
 
 wireshark-profile:
 	@scripts/wireshark_profile.sh

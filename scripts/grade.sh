@@ -111,11 +111,11 @@ if ((${#runnable[@]})); then
   printf '%s\n' "${runnable[@]}" >"$list"
   out=$(mktemp) || exit 1
   if compgen -G '/sys/class/infiniband/*' >/dev/null; then
-    scripts/grade-run.sh "$list" | tee "$out"
+    scripts/grade_run.sh "$list" | tee "$out"
   else
     echo "grade: this host has no RDMA device; grading in the Soft-RoCE lab (scripts/lab.sh)"
     # The graders run here; each program they start runs in the lab that is
-    # up (scripts/grade-lib.bash), or in one brought up for this grading
+    # up (scripts/grade_lib.bash), or in one brought up for this grading
     # and stopped after it. That one has one vCPU: a second one opens a
     # race between a completion and the QP state it reports (exercise 5.2).
     brought=
@@ -128,7 +128,7 @@ if ((${#runnable[@]})); then
     trap lab_down EXIT
     xfer=$(scripts/lab.sh xfer) || exit 1
     dev=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }')
-    GRADE_LAB=1 GRADE_TMP=$xfer GRADE_DEV=$dev scripts/grade-run.sh "$list" | tee "$out"
+    GRADE_LAB=1 GRADE_TMP=$xfer GRADE_DEV=$dev scripts/grade_run.sh "$list" | tee "$out"
   fi
   passed=$(grep -c '^PASS ' "$out")
   failed=$((failed + ${#runnable[@]} - passed))

@@ -11,7 +11,7 @@
 #   args=...                        a lesson with no client runs alone, with these
 #   captures=rnr nak                the scenarios `make captures` records, each as
 #                                   make capture LESSON=N SCENARIO=NAME runs it
-#                                   (scripts/captures.sh); none: one plain capture
+#                                   (scripts/shipped_captures.sh); none: one plain capture
 #   lab_cpus=2                      vCPUs for each lab guest of its capture
 #                                   (LAB_CPUS, docs/lab.md); at most the host's
 #                                   cores; LAB_CPUS, if set, decides instead

@@ -51,7 +51,7 @@ misuse() {
 
 # filter_of ITEM: its line in the table, or nothing.
 filter_of() { awk -v i="$1" '$1 == i { $1 = ""; sub(/^ +/, ""); print }' <<<"$shots"; }
-# capture_of ITEM: the shipped capture (as scripts/captures.sh names it).
+# capture_of ITEM: the shipped capture (as scripts/shipped_captures.sh names it).
 capture_of() {
   if [[ $1 == *:* ]]; then echo "docs/captures/lesson${1%%:*}-${1#*:}.pcapng"; else echo "docs/captures/lesson$1.pcapng"; fi
 }

@@ -3,8 +3,9 @@
 # joined by a virtual cable, and the capture holds the operations the lesson
 # is named for. Runs on the host: every test boots a pair of guests itself.
 # This is also where the lessons are shown to work across two hosts.
-# Also here, with nothing booted: capture_lesson.sh's refusals, capture.sh's
-# options on this host's loopback, and ladder.sh's labels on a hand-made pcap.
+# Also here, with nothing booted: capture_lesson.sh's refusals,
+# capture_command.sh's options on this host's loopback, and ladder.sh's
+# labels on a hand-made pcap.
 
 bats_require_minimum_version 1.5.0
 
@@ -27,8 +28,8 @@ peer_lessons() {
   assert_output --partial "[b] result: 2 + 3 = 5"
   assert_output --partial "[a] result: 2 + 3 = 5"
   run opcodes 4
-  assert_line "4"    # RC SEND Only: the request and the response
-  assert_line "17"   # RC Acknowledge
+  assert_line "4"  # RC SEND Only: the request and the response
+  assert_line "17" # RC Acknowledge
   [ "$(grep -cx 4 <<<"$output")" -ge 2 ]
 }
 
@@ -36,12 +37,12 @@ peer_lessons() {
   capture 5
   assert_output --partial '[a] result: received 19 bytes: "hello over the wire"'
   run opcodes 5
-  assert_line "11"   # RDMA WRITE Only with Immediate
+  assert_line "11" # RDMA WRITE Only with Immediate
   assert_line "17"
-  refute_line "4"    # no SEND: the data arrives by WRITE
+  refute_line "4" # no SEND: the data arrives by WRITE
   run tshark_quiet -r captures/lesson5.pcap -Y 'infiniband.bth.opcode == 11' -T fields -E occurrence=f \
     -e infiniband.reth.dmalen -e infiniband.immdt
-  assert_output --regexp '^19[[:space:]]+0*13$'   # 19 bytes, immediate = 19 (0x13)
+  assert_output --regexp '^19[[:space:]]+0*13$' # 19 bytes, immediate = 19 (0x13)
 }
 
 @test "lesson 6 across two guests: an RDMA READ Request answered by a READ Response" {
@@ -52,8 +53,8 @@ peer_lessons() {
   assert_output --regexp 'server 192\.0\.2\.1 -> client 192\.0\.2\.2 +RC RDMA Read Response Only \(op 16\)'
   assert_output --partial '4 bytes (out-of-band exchange) "DONE"'
   run opcodes 6
-  assert_line "12"   # RDMA READ Request
-  assert_line "16"   # RDMA READ Response Only
+  assert_line "12" # RDMA READ Request
+  assert_line "16" # RDMA READ Response Only
 }
 
 @test "lesson 7 across two guests: FetchAdd and CmpSwap, each answered by an Atomic Acknowledge" {
@@ -63,10 +64,10 @@ peer_lessons() {
   assert_output --regexp 'RC Atomic Acknowledge \(op 18\).*AtomicAckETH orig=0 '
   assert_output --regexp 'RC Atomic Acknowledge \(op 18\).*AtomicAckETH orig=2 '
   run opcodes 7
-  assert_line "20"   # FetchAdd
-  assert_line "19"   # CmpSwap
-  assert_line "18"   # ATOMIC Acknowledge
-  [ "$(grep -cx 20 <<<"$output")" -eq 3 ]   # -n 3: three fetch-and-adds
+  assert_line "20"                        # FetchAdd
+  assert_line "19"                        # CmpSwap
+  assert_line "18"                        # ATOMIC Acknowledge
+  [ "$(grep -cx 20 <<<"$output")" -eq 3 ] # -n 3: three fetch-and-adds
 }
 
 @test "lesson 8 across two guests: two requests, two sums, all by SEND" {
@@ -74,30 +75,30 @@ peer_lessons() {
   assert_output --partial "[b] result: 2 + 3 = 5"
   run opcodes 8
   assert_line "4"
-  [ "$(grep -cx 4 <<<"$output")" -ge 4 ]   # -n 2: two requests and two responses
+  [ "$(grep -cx 4 <<<"$output")" -ge 4 ] # -n 2: two requests and two responses
 }
 
 @test "lesson 9 across two guests: the CM's MADs on QP1 connect and disconnect, then SENDs carry the sum" {
   capture 9
   assert_output --partial "[b] result: 2 + 3 = 5"
   run opcodes 9
-  assert_line "100"  # UD SEND Only: the CM's MADs
+  assert_line "100" # UD SEND Only: the CM's MADs
   assert_line "4"
   run tshark_quiet -r captures/lesson9.pcap -Y 'infiniband.bth.opcode == 100' -T fields -e infiniband.bth.destqp
-  assert_line --regexp '^0x0+1$'   # addressed to QP1, the General Services QP
+  assert_line --regexp '^0x0+1$' # addressed to QP1, the General Services QP
   run tshark_quiet -r captures/lesson9.pcap -Y infiniband
   assert_output --partial "ConnectRequest"
   assert_output --partial "ReadyToUse"
   assert_output --partial "DisconnectRequest"
 }
 
-@test "scripts/capture.sh on a host whose rxe sits on a real netdev captures the lesson and prints its ladder" {
+@test "scripts/capture_command.sh on a host whose rxe sits on a real netdev captures the lesson and prints its ladder" {
   # Guest b plays a learner's real host: rxe0 on eth0, the server on another host (guest a).
   run timeout 300 scripts/lab.sh pair --timeout 240 \
     --a "./lesson4 --timeout 60" \
-    --b "scripts/capture.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 60 192.0.2.1 2 3"
+    --b "scripts/capture_command.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 60 192.0.2.1 2 3"
   assert_success
-  assert_output --partial "[b] capture.sh: capturing on eth0 (udp port 4791 or tcp port 18515) into /tmp/l4.pcap"
+  assert_output --partial "[b] capture_command.sh: capturing on eth0 (udp port 4791 or tcp port 18515) into /tmp/l4.pcap"
   assert_output --partial "[a] result: 2 + 3 = 5"
   assert_output --partial "[b] result: 2 + 3 = 5"
   assert_output --regexp '\[b\] +[0-9]+ +[0-9.]+ +192\.0\.2\.2 -> 192\.0\.2\.1 +RC Send Only \(op 4\)'
@@ -105,11 +106,11 @@ peer_lessons() {
   refute_output --partial "no RoCE packets captured"
 }
 
-@test "scripts/capture.sh warns that a peer on the same host puts nothing on the wire, and says so after" {
+@test "scripts/capture_command.sh warns that a peer on the same host puts nothing on the wire, and says so after" {
   # The server's "waiting" line, not a fixed sleep, says when the client may
   # come; both run inside the capture, so tshark's start-up eats no timeout.
   # shellcheck disable=SC2016 # the guest's bash expands this, not ours
-  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture.sh -o /tmp/l4.pcap -- bash -c '
+  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture_command.sh -o /tmp/l4.pcap -- bash -c '
     ./lesson4 --timeout 30 >/tmp/server.out 2>&1 &
     server=$!
     for _ in $(seq 100); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
@@ -132,7 +133,7 @@ peer_lessons() {
 @test "make capture refuses a lesson without a peer, with the reason, before booting anything" {
   run -2 make -s capture LESSON=2
   assert_output --partial "capture_lesson.sh: lesson 2 has no peer, so nothing crosses a wire; lessons $(peer_lessons) do"
-  refute_output --partial "capture: lesson 2"   # the line printed before the guests boot
+  refute_output --partial "capture: lesson 2" # the line printed before the guests boot
 }
 
 @test "capture_lesson.sh refuses no lesson, an unknown lesson and one without a peer, exit 2, before booting anything" {
@@ -148,7 +149,7 @@ peer_lessons() {
   done
 }
 
-# A command for capture.sh: send TEXT over TCP on this host's loopback to PORT.
+# A command for capture_command.sh: send TEXT over TCP on this host's loopback to PORT.
 tcp_send() {
   python3 -c '
 import socket, sys
@@ -160,34 +161,34 @@ with socket.create_server(("127.0.0.1", port)) as listener:
 }
 export -f tcp_send
 
-@test "capture.sh refuses a -p that is not a port, exit 2, before tshark starts" {
+@test "capture_command.sh refuses a -p that is not a port, exit 2, before tshark starts" {
   for bad in '1 or tcp' 0 65536 -1 0x50 ''; do
-    run -2 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/x.pcap" -p "$bad" -- true
-    assert_output "capture.sh: -p '$bad' is not a TCP port (1-65535) (see scripts/capture.sh -h)"
+    run -2 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/x.pcap" -p "$bad" -- true
+    assert_output "capture_command.sh: -p '$bad' is not a TCP port (1-65535) (see scripts/capture_command.sh -h)"
   done
   assert_file_not_exists "$BATS_TEST_TMPDIR/x.pcap"
 }
 
-@test "capture.sh refuses a missing value, an unknown option and a missing command, exit 2" {
-  run -2 scripts/capture.sh -i lo -p
-  assert_output "capture.sh: -p needs a value (see scripts/capture.sh -h)"
-  run -2 scripts/capture.sh -x -- true
-  assert_output "capture.sh: unknown argument '-x' (see scripts/capture.sh -h)"
-  run -2 scripts/capture.sh -i lo --
-  assert_output "capture.sh: no command to run after -- (see scripts/capture.sh -h)"
+@test "capture_command.sh refuses a missing value, an unknown option and a missing command, exit 2" {
+  run -2 scripts/capture_command.sh -i lo -p
+  assert_output "capture_command.sh: -p needs a value (see scripts/capture_command.sh -h)"
+  run -2 scripts/capture_command.sh -x -- true
+  assert_output "capture_command.sh: unknown argument '-x' (see scripts/capture_command.sh -h)"
+  run -2 scripts/capture_command.sh -i lo --
+  assert_output "capture_command.sh: no command to run after -- (see scripts/capture_command.sh -h)"
 }
 
-@test "capture.sh -h prints every option with its default" {
-  run -0 scripts/capture.sh -h
+@test "capture_command.sh -h prints every option with its default" {
+  run -0 scripts/capture_command.sh -h
   assert_line --partial "-d RDMA_DEV  the RDMA device whose netdev to capture on (default: the first one)"
   assert_line --partial "-o FILE      where the pcap goes (default: captures/capture.pcap)"
   assert_line --partial "-p TCP_PORT  the lessons' out-of-band TCP port to include (default: 18515)"
 }
 
-@test "capture.sh -p PORT captures that TCP port into -o FILE, not another one, and shows it in the ladder" {
-  run -0 scripts/capture.sh -i lo -p 20431 -o "$BATS_TEST_TMPDIR/lo.pcap" -- \
+@test "capture_command.sh -p PORT captures that TCP port into -o FILE, not another one, and shows it in the ladder" {
+  run -0 scripts/capture_command.sh -i lo -p 20431 -o "$BATS_TEST_TMPDIR/lo.pcap" -- \
     bash -c 'tcp_send 20431 DONE && tcp_send 20432 GONE'
-  assert_line "capture.sh: capturing on lo (udp port 4791 or tcp port 20431) into $BATS_TEST_TMPDIR/lo.pcap"
+  assert_line "capture_command.sh: capturing on lo (udp port 4791 or tcp port 20431) into $BATS_TEST_TMPDIR/lo.pcap"
   assert_output --regexp '127\.0\.0\.1 -> 127\.0\.0\.1 +TCP [0-9]+ -> 20431, 4 bytes \(out-of-band exchange\) "DONE"'
   refute_output --partial "GONE"
   run tshark -r "$BATS_TEST_TMPDIR/lo.pcap" -T fields -e tcp.dstport -Y 'tcp.len > 0'
@@ -195,23 +196,23 @@ export -f tcp_send
   refute_line "20432"
 }
 
-@test "capture.sh exits with the command's status" {
-  run -3 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/s.pcap" -- bash -c 'exit 3'
-  assert_line --regexp '^frame +time +source -> destination +packet$'   # the ladder ran
+@test "capture_command.sh exits with the command's status" {
+  run -3 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/s.pcap" -- bash -c 'exit 3'
+  assert_line --regexp '^frame +time +source -> destination +packet$' # the ladder ran
 }
 
-@test "under sudo, capture.sh captures as root and runs the command as the user who called sudo (SUDO_USER)" {
+@test "under sudo, capture_command.sh captures as root and runs the command as the user who called sudo (SUDO_USER)" {
   [[ $(id -u) == 0 ]] || skip "needs root, as under sudo"
   id nobody >/dev/null 2>&1 || skip "no user nobody here"
-  SUDO_USER=nobody run -0 scripts/capture.sh -i lo -o "$BATS_TEST_TMPDIR/u.pcap" -- id -un
-  assert_line "capture.sh: running id as nobody (SUDO_USER); tshark captures as root"
+  SUDO_USER=nobody run -0 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/u.pcap" -- id -un
+  assert_line "capture_command.sh: running id as nobody (SUDO_USER); tshark captures as root"
   assert_line "nobody"
   refute_line "root"
 }
 
-@test "capture.sh keeps tshark's message when the capture fails, exit 1" {
-  run -1 scripts/capture.sh -i no-such-netdev -o "$BATS_TEST_TMPDIR/f.pcap" -- true
-  assert_output --regexp "capture.sh: tshark stopped (before it started|while true ran: the capture is incomplete); it said:"
+@test "capture_command.sh keeps tshark's message when the capture fails, exit 1" {
+  run -1 scripts/capture_command.sh -i no-such-netdev -o "$BATS_TEST_TMPDIR/f.pcap" -- true
+  assert_output --regexp "capture_command.sh: tshark stopped (before it started|while true ran: the capture is incomplete); it said:"
   assert_output --partial 'There is no device named "no-such-netdev"'
 }
 

@@ -28,13 +28,15 @@ fields() {
   run fields rnr infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
     infiniband.aeth.syndrome.opcode infiniband.aeth.syndrome.timer
   assert_equal "${#lines[@]}" 2 # one SEND, one answer: rnr_retry 0 sends it once
-  local send=(${lines[0]}) nak=(${lines[1]})
-  assert_equal "${send[0]}" 4   # RC SEND Only
-  assert_equal "${nak[0]}" 17   # RC Acknowledge
+  local send nak
+  read -ra send <<<"${lines[0]}"
+  read -ra nak <<<"${lines[1]}"
+  assert_equal "${send[0]}" 4           # RC SEND Only
+  assert_equal "${nak[0]}" 17           # RC Acknowledge
   assert_equal "${nak[1]}" "${send[1]}" # for the SEND's PSN
-  assert_equal "${nak[2]}" 44   # syndrome 0x2c = 001 01100
-  assert_equal "${nak[3]}" 1    # RNR NAK
-  assert_equal "${nak[4]}" 12   # the server's min_rnr_timer: 0.64 ms
+  assert_equal "${nak[2]}" 44           # syndrome 0x2c = 001 01100
+  assert_equal "${nak[3]}" 1            # RNR NAK
+  assert_equal "${nak[4]}" 12           # the server's min_rnr_timer: 0.64 ms
 }
 
 @test "rem-access across two guests: the WRITE is answered by a NAK remote access error (AETH opcode 3, code 2), status 10" {
@@ -44,7 +46,9 @@ fields() {
   run fields rem-access infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
     infiniband.aeth.syndrome.opcode infiniband.aeth.syndrome.error_code
   assert_equal "${#lines[@]}" 2
-  local write=(${lines[0]}) nak=(${lines[1]})
+  local write nak
+  read -ra write <<<"${lines[0]}"
+  read -ra nak <<<"${lines[1]}"
   assert_equal "${write[0]}" 10 # RC RDMA WRITE Only
   assert_equal "${nak[0]}" 17
   assert_equal "${nak[1]}" "${write[1]}"
@@ -70,7 +74,7 @@ fields() {
 # check_current SCENARIO: capture it again between two guests and compare
 # with its shipped docs/captures/lesson10-SCENARIO.pcapng.
 check_current() {
-  run timeout 300 scripts/captures.sh --check "10:$1"
+  run timeout 300 scripts/shipped_captures.sh --check "10:$1"
   assert_success
   assert_line --regexp "^10:$1: current \\([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson10-$1\\.pcapng\\)$"
 }
@@ -85,10 +89,10 @@ check_current() {
   run timeout 300 make -s capture LESSON=10 SCENARIO=flush
   assert_success
   assert_output --partial "[b] result: flush: IBV_WC_WR_FLUSH_ERR (5), as expected"
-  run diff <(scripts/captures.sh --signature docs/captures/lesson10-flush.pcapng | grep -vx 'client -> server op 4') \
-    <(scripts/captures.sh --signature captures/lesson10-flush.pcap | grep -vx 'client -> server op 4')
+  run diff <(scripts/shipped_captures.sh --signature docs/captures/lesson10-flush.pcapng | grep -vx 'client -> server op 4') \
+    <(scripts/shipped_captures.sh --signature captures/lesson10-flush.pcap | grep -vx 'client -> server op 4')
   assert_success
-  run scripts/captures.sh --signature captures/lesson10-flush.pcap
+  run scripts/shipped_captures.sh --signature captures/lesson10-flush.pcap
   assert_line "client -> server op 10"
   assert_line "server -> client op 17 Nak,Remote Access Error"
 }

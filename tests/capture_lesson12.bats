@@ -27,8 +27,8 @@ setup() { capture_setup; }
   assert_equal "$((qkey))" "$((0x01234567))"
   assert_equal "$((rqkey))" "$((0x01234567))"
   ((src > 1 && dest > 1)) || fail "request: srcqp $src, destqp $dest"
-  assert_equal "$((rsrc))" "$((dest))"   # the server answers from the QP the client sent to...
-  assert_equal "$((rdest))" "$((src))"   # ...to the QP the DETH named as the source
+  assert_equal "$((rsrc))" "$((dest))" # the server answers from the QP the client sent to...
+  assert_equal "$((rdest))" "$((src))" # ...to the QP the DETH named as the source
 }
 
 @test "lesson 12 multicast across two guests: one datagram per SEND on the wire to 239.1.2.3, QP 0xFFFFFF, three receivers get each" {

@@ -20,7 +20,9 @@ setup() {
 # Misuse: exit 2 and exactly one line on stderr, which says $1.
 assert_usage_error() {
   assert_equal "$status" 2
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${#stderr_lines[@]}" 1
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" "options_probe: $1 (see options_probe -h)"
 }
 
@@ -110,8 +112,8 @@ args="
   assert_line --partial "-n, --count=N         a count, -100..100 (default: 1)"
   assert_line --partial "-v, --verbose"
   assert_line --partial "-h, --help"
-  assert_line --partial "HOST -- -3 5"   # numbers follow the host: say how to pass negative ones
-  refute_line --partial "device="   # it exits before doing anything else
+  assert_line --partial "HOST -- -3 5" # numbers follow the host: say how to pass negative ones
+  refute_line --partial "device="      # it exits before doing anything else
 }
 
 @test "--help is -h" {
@@ -125,7 +127,7 @@ args="
   assert_success
   refute_line --partial "--port"
   refute_line --partial "--timeout"
-  refute_line --partial "HOST -- -3 5"   # and no word about numbers after a host it does not take
+  refute_line --partial "HOST -- -3 5" # and no word about numbers after a host it does not take
   PROBE_NO_NETWORK=1 run --separate-stderr "$PROBE" -p 20001
   assert_usage_error "unknown option '-p'"
   PROBE_NO_NETWORK=1 run --separate-stderr "$PROBE" --timeout=5
@@ -302,7 +304,7 @@ args="
 @test "a peer that closes without a word is reported, not waited for" {
   # The peer's close can arrive as a FIN or, with our message unread, as a
   # reset: both must read as "closed", so try it a few times.
-  for i in 1 2 3 4 5; do
+  for _ in 1 2 3 4 5; do
     run --separate-stderr build/tests/exchange_tcp early-close
     [[ "$stderr" == *"closed the connection before sending its QP information"* ]]
   done
@@ -321,7 +323,7 @@ args="
   run --separate-stderr build/tests/exchange_tcp silent
   assert_failure 1
   [[ "$stderr" =~ "the peer 127.0.0.1:"[0-9]+" sent nothing for 1 s" ]]
-  [ "$SECONDS" -lt 5 ]   # the peer would hold on for 10 s
+  [ "$SECONDS" -lt 5 ] # the peer would hold on for 10 s
 }
 
 @test "a peer that sends garbage is refused as malformed" {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # tests/docs.bats - the pages hold together: every link between README.md and
-# docs/*.md lands on a file and a heading that exist, and each of the facts
-# issue 25 settled is told the one way the lab measured it. Runs on the host.
+# docs/*.md lands on a file and a heading that exist, every scripts/ path
+# that a file names is there (a renamed script leaves no old name behind),
+# and each of the facts issue 25 settled is told the one way the lab
+# measured it. Runs on the host.
 
 bats_require_minimum_version 1.5.0
 
@@ -27,6 +29,24 @@ setup() {
   assert_failure 1
   assert_line "docs/concepts.md: missing anchor lesson3-qp-state-machine.md#no-such-heading"
   assert_line "broken 1"
+}
+
+# named_scripts: "FILE: PATH" for every scripts/...(.sh|.bash|.py) path that
+# a file in git (tracked, or new and not ignored) names.
+named_scripts() {
+  # shellcheck disable=SC2016 # perl's own $ARGV and $1
+  git ls-files -z --cached --others --exclude-standard |
+    xargs -0 perl -ne 'print "$ARGV: $1\n" while m{(?<![\w./-])(scripts/[\w./-]*\w\.(?:sh|bash|py))(?![\w-])}g' 2>/dev/null
+}
+
+@test "every scripts/ path named in the Makefile, scripts, tests, docs and lessons exists" {
+  local line file path
+  run -0 named_scripts
+  assert_line --partial ": scripts/setup_rxe.sh"
+  while IFS= read -r line; do
+    file=${line%%: *} path=${line#*: }
+    [[ -e $path ]] || fail "$file names $path, which does not exist"
+  done <<<"$output"
 }
 
 @test "no page says that capture works only for lessons 4 to 10, or that rxe gained ODP in 6.14" {

@@ -25,15 +25,16 @@ setup() {
   run -0 doctor -h
   parts=$(cat "$DOCTOR_SCRIPTS"/doctor/*.sh)
   # Every check_NAME function in the parts is listed by NAME in the help.
-  for name in $(grep -oE '^check_[a-z_]+' <<<"$parts" | sed 's/^check_//'); do
+  while read -r name; do
     assert_line --regexp "^  $name +"
-  done
+  done < <(grep -oE '^check_[a-z_]+' <<<"$parts" | sed 's/^check_//')
   assert_output --partial "--device DEV"
   assert_output --partial "--peer HOST"
 }
 
 @test "an unknown argument is misuse: one line on stderr, exit 2, nothing checked" {
   run -2 --separate-stderr doctor --fix
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" "doctor.sh: unknown argument '--fix'; see scripts/doctor.sh -h"
   assert_output ""
   assert_equal "$(cat "$STUB_LOG")" ""
@@ -345,6 +346,7 @@ EOF
 }
 
 @test "connect: lesson 9's sum coming back is OK; nothing listening is a WARN; an rdma_cm error is a FAIL with lesson 9's hint" {
+  # shellcheck disable=SC2016 # expanded by the stub lesson9 when it runs
   printf '#!/usr/bin/env bash\n%s\n' "${FAKE_LESSON9:-}" 'case $FAKE_L9 in ok) echo "result: 1 + 2 = 3" ;; rej) echo "lesson9: expected RDMA_CM_EVENT_ESTABLISHED, got RDMA_CM_EVENT_REJECTED (reject reason 8: invalid service ID, nothing listens on that port)" >&2; exit 1 ;; *) echo "lesson9: expected RDMA_CM_EVENT_ESTABLISHED, got RDMA_CM_EVENT_UNREACHABLE (status -110)" >&2; echo "lesson9: check: is UDP 4791 open?" >&2; exit 1 ;; esac' >"$CHECKOUT/lesson9"
   chmod +x "$CHECKOUT/lesson9"
   FAKE_L9=ok run -0 doctor_check check_connect 192.0.2.2

@@ -145,7 +145,7 @@ fake_exercise() {
 
 @test "the grader's report shows the control bytes a program printed as ^X, never raw" {
   fake_exercise $'clear\e[2J\rPASS 9.9 forged\x9b'
-  run -0 scripts/grade-run.sh "$BATS_TEST_TMPDIR/list"
+  run -0 scripts/grade_run.sh "$BATS_TEST_TMPDIR/list"
   assert_line "FAIL 9.9 a fake exercise"
   assert_line '  clear^[[2J^MPASS 9.9 forged'$'M-^['
   [[ $output != *$'\e'* && $output != *$'\r'* ]] || fail "a raw control byte reached the report"
@@ -153,7 +153,7 @@ fake_exercise() {
 
 @test "the grader stops when mktemp cannot make its report file, instead of writing nowhere" {
   fake_exercise "whatever"
-  TMPDIR=$BATS_TEST_TMPDIR/no-such-folder run -1 scripts/grade-run.sh "$BATS_TEST_TMPDIR/list"
+  TMPDIR=$BATS_TEST_TMPDIR/no-such-folder run -1 scripts/grade_run.sh "$BATS_TEST_TMPDIR/list"
   assert_output --partial "mktemp"
   refute_line --partial "FAIL 9.9"
 }

@@ -27,7 +27,9 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   run -0 scripts/lab.sh status
   assert_output --regexp '^lab\.sh: up since [0-9:]+ \(qemu pid [0-9]+\), 0 command\(s\) running'
   run -0 --separate-stderr scripts/lab.sh up
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]%%:*}" "lab.sh"
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ $stderr == *"a lab is already up for "* ]] || fail "up did not say it was up: $stderr"
   assert_equal "$(our_qemus | wc -l)" 1
 }
@@ -40,11 +42,11 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   assert_equal "$(scripts/lab.sh exec -- uname -r)" "$version"
   local other=trixie
   [[ $suite != trixie ]] || other=bookworm
-  run -2 --separate-stderr env LAB_KERNEL=$other scripts/lab.sh up
+  run -2 --separate-stderr env LAB_KERNEL="$other" scripts/lab.sh up
   assert_equal "$stderr" "lab.sh: the lab that is up runs $suite $version, not LAB_KERNEL=$other: scripts/lab.sh down first; see scripts/lab.sh -h"
-  run -2 --separate-stderr env LAB_KERNEL=$other scripts/lab.sh exec -- true
+  run -2 --separate-stderr env LAB_KERNEL="$other" scripts/lab.sh exec -- true
   assert_equal "$stderr" "lab.sh: the lab that is up runs $suite $version, not LAB_KERNEL=$other: scripts/lab.sh down first; see scripts/lab.sh -h"
-  run -0 env LAB_KERNEL=$suite scripts/lab.sh exec -- true
+  run -0 env LAB_KERNEL="$suite" scripts/lab.sh exec -- true
   assert_equal "$(our_qemus | wc -l)" 1
 }
 
@@ -55,12 +57,14 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
 }
 
 @test "exec keeps the command's stdout and stderr apart, and runs it on rxe0 in the guest" {
+  # shellcheck disable=SC2016 # expanded in the guest
   run -0 --separate-stderr scripts/lab.sh exec -- bash -c 'echo "to out $LAB"; echo "to err" >&2; cat /sys/class/infiniband/rxe0/ports/1/state'
   assert_equal "$output" $'to out 1\n4: ACTIVE'
   assert_equal "$stderr" "to err"
 }
 
 @test "exec hands arguments over unchanged, spaces, quotes and shell characters too" {
+  # shellcheck disable=SC2016 # '$HOME' is the literal argument under test
   run -0 scripts/lab.sh exec -- printf '[%s]\n' 'a b' "it's" '$HOME' '*' ''
   assert_output $'[a b]\n[it\'s]\n[$HOME]\n[*]\n[]'
 }
@@ -70,7 +74,10 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   local out="$BATS_TEST_TMPDIR/server.out"
   scripts/lab.sh exec -- ./lesson4 -p 18700 --timeout 20 >"$out" 2>&1 3>&- &
   local server=$!
-  for _ in {1..100}; do grep -q "waiting for a client" "$out" && break; sleep 0.1; done
+  for _ in {1..100}; do
+    grep -q "waiting for a client" "$out" && break
+    sleep 0.1
+  done
   run -0 scripts/lab.sh exec -- ./lesson4 -p 18700 --timeout 20 127.0.0.1 2 3
   assert_line "result: 2 + 3 = 5"
   wait "$server"
@@ -89,7 +96,10 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
 @test "a signal to exec reaches the command in the guest" {
   scripts/lab.sh exec -- sleep 30 3>&- &
   local client=$!
-  for _ in {1..50}; do scripts/lab.sh exec -- pgrep -x sleep >/dev/null && break; sleep 0.2; done
+  for _ in {1..50}; do
+    scripts/lab.sh exec -- pgrep -x sleep >/dev/null && break
+    sleep 0.2
+  done
   kill -TERM "$client"
   local status=0
   wait "$client" || status=$?
@@ -131,6 +141,7 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
 @test "a pair that stays up runs lab.sh pair as a cold pair would: prefixes, --ready, exit status, the capture" {
   export LAB_PAIR_DIR="$BATS_FILE_TMPDIR/pair"
   scripts/lab.sh up --pair 3>&-
+  # shellcheck disable=SC2016 # expanded in the guests
   run -3 --separate-stderr scripts/lab.sh pair --pcap "$BATS_TEST_TMPDIR/wire.pcap" --ready 'listening' \
     --a 'echo "$LAB_ROLE listening on $LAB_ADDR"; rping -s -a "$LAB_ADDR" -C 1 -v; exit 3' \
     --b 'rping -c -a "$LAB_PEER_ADDR" -C 1 -v; echo "b saw $LAB_PEER_ADDR"'

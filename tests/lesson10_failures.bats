@@ -6,7 +6,10 @@
 # that moved.
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # play SCENARIO: run the server, then the client with SCENARIO; the client's
@@ -126,8 +129,7 @@ between() {
 @test "recover: after IBV_WC_RNR_RETRY_EXC_ERR the QP goes ERR, RESET, INIT, RTR, RTS and adds 2 + 3 on both sides" {
   play recover
   client_ended_with "result: recover: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected, then ERR -> RESET -> INIT -> RTR -> RTS and 2 + 3 = 5"
-  [[ $(grep -o 'QP is IBV_QPS_[A-Z]*' <<<"$output" | paste -sd' ') == \
-    "QP is IBV_QPS_ERR QP is IBV_QPS_RESET QP is IBV_QPS_INIT QP is IBV_QPS_RTR QP is IBV_QPS_RTS" ]] ||
+  [[ $(grep -o 'QP is IBV_QPS_[A-Z]*' <<<"$output" | paste -sd' ') == "QP is IBV_QPS_ERR QP is IBV_QPS_RESET QP is IBV_QPS_INIT QP is IBV_QPS_RTR QP is IBV_QPS_RTS" ]] ||
     fail "the states, in order: $(grep 'QP is' <<<"$output")"
   # Two exchanges, two different first PSNs from the server.
   [[ $(grep -c '^client: peer .* first PSN ' <<<"$output") -eq 2 ]]
@@ -140,6 +142,7 @@ between() {
   [[ $(cut -d' ' -f1 <<<"$output" | paste -sd' ') == "rnr rnr-wait rem-access qp-access len retry flush mtu gid recover" ]]
   assert_line --regexp '^rnr +the server posts no receive; the client.s rnr_retry is 0$'
   run -2 --separate-stderr rx ./lesson10 --list 127.0.0.1 rnr
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" "lesson10: --list takes no HOST or SCENARIO (see lesson10 -h)"
 }
 

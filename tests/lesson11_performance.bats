@@ -6,7 +6,10 @@
 # numbers of an emulated NIC on a shared machine mean nothing to a test.
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # Run server and client with the same options ("$@"), the client with

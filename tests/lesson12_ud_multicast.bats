@@ -6,7 +6,10 @@
 # and receivers share one rxe port here, so its counters count both ends.
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # A port counter of the device (rxe's hw_counters), e.g. rcvd_pkts.
@@ -171,7 +174,7 @@ start_fake_server() {
   assert_equal "$(($(counter sent_pkts) - sent))" 3
   assert_equal "$(($(counter rdma_recvs) - recvs))" 9
   run cat "$SERVER_ERR"
-  refute_output --partial "EBUSY"   # every QP was detached before it was destroyed
+  refute_output --partial "EBUSY" # every QP was detached before it was destroyed
 }
 
 @test "multicast to a group of our choosing, with R receivers and K datagrams" {
@@ -216,6 +219,7 @@ start_fake_server() {
   run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 2 --mcast 127.0.0.1
   assert_line --regexp "^sender: 127\.0\.0\.1:$PORT did not answer \(ECONNREFUSED \(Connection refused\)\); retrying for up to 2 s$"
   refute_line --partial "client:"
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ "$stderr" == *"could not connect to 127.0.0.1:$PORT within 2 s"* ]]
 }
 

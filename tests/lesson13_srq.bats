@@ -7,7 +7,10 @@
 
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # A port counter of the device (hw_counters), e.g. send_rnr_err.
@@ -133,6 +136,7 @@ limit_count() {
 @test "more clients than receives is refused before anything is opened" {
   run --separate-stderr rx ./lesson13 -c 9 --srq-size 8
   assert_failure 2
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" "lesson13: an SRQ of 8 receives is too small for 9 clients: give it at least one receive per client (--srq-size 9 or more) (see lesson13 -h)"
   assert_output ""
 }
@@ -173,6 +177,7 @@ limit_count() {
   run --separate-stderr rx ./lesson13 -p "$PORT" --timeout 2 127.0.0.1
   assert_failure 1
   [ "$SECONDS" -lt 10 ]
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]}" "lesson13: the peer 127.0.0.1:$PORT sent nothing for 2 s"
   refute_output --partial "result:"
 }

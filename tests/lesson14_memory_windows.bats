@@ -10,7 +10,10 @@
 
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # Run a server with "$@" and a client against it; the client's output is in

@@ -4,9 +4,13 @@
 # polled with ibv_start_poll, runs for real on an RDMA device (Soft-RoCE in
 # the lab); --probe's capability matrix is checked against `ibv_devinfo -v`
 # on every row that both show.
+# shellcheck disable=SC2030,SC2031 # each @test runs in its own process: what one sets stays in it, as meant
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # --- the sum --------------------------------------------------------------------
@@ -18,6 +22,7 @@ teardown() { lesson_teardown; }
   assert_line "result: 2 + 3 = 5"
   assert_line "client: completion IBV_WC_RECV, 16 bytes"
   wait_server 20
+  # shellcheck disable=SC2153 # SERVER_STATUS: set by wait_server (tests/helpers/lesson.bash)
   assert_equal "$SERVER_STATUS" 0
   run cat "$SERVER_OUT"
   assert_line "server: completion IBV_WC_RECV, 16 bytes"
@@ -83,6 +88,7 @@ teardown() { lesson_teardown; }
   start_server ./lesson15 -p "$PORT" --timeout 20
   run -1 --separate-stderr rx ./lesson15 -p "$PORT" --timeout 20 -B 100 127.0.0.1 1 2
   refute_line --partial "result: "
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]%% vendor_err*}" "lesson15: the SEND of the request completed with status $client_status"
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
@@ -94,6 +100,7 @@ teardown() { lesson_teardown; }
   start_server ./lesson15 -p "$PORT" --timeout 10
   wait_for_server_line "waiting for a client" 10
   run -1 --separate-stderr rx ./lesson4 -p "$PORT" --timeout 10 127.0.0.1 1 2
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ "$stderr" == *"the peer 127.0.0.1:$PORT runs lesson 15, this is lesson 4"* ]]
   wait_server 10
   assert_equal "$SERVER_STATUS" 1

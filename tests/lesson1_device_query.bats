@@ -35,9 +35,9 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
   devinfo_pairs 1 >"$DEVINFO"
   local key checked=0
   for key in fw_ver node_guid sys_image_guid vendor_id vendor_part_id hw_ver phys_port_cnt \
-             max_mr_size page_size_cap max_qp max_qp_wr device_cap_flags max_sge max_sge_rd max_cq \
-             max_cqe max_mr max_pd max_qp_rd_atom max_res_rd_atom max_qp_init_rd_atom atomic_cap \
-             max_mw max_ah max_srq max_srq_wr max_srq_sge max_pkeys local_ca_ack_delay; do
+    max_mr_size page_size_cap max_qp max_qp_wr device_cap_flags max_sge max_sge_rd max_cq \
+    max_cqe max_mr max_pd max_qp_rd_atom max_res_rd_atom max_qp_init_rd_atom atomic_cap \
+    max_mw max_ah max_srq max_srq_wr max_srq_sge max_pkeys local_ca_ack_delay; do
     lesson_pairs "ibv_query_device:" >"$LESSON.dev"
     local want got
     want=$(value_of "$key" "$DEVINFO")
@@ -111,6 +111,7 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
 @test "-g of an empty GID slot fails with ENODATA and says where to look" {
   run --separate-stderr rx ./lesson1 -g 200
   assert_failure 1
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]}" "lesson1: ibv_query_gid_ex(ctx.get(), explain_port, gid_given, &e, 0) failed: ENODATA (No data available)"
   assert_equal "${stderr_lines[1]}" "lesson1: check: is -g a populated index? the GID table above lists them (ENODATA: an empty slot)"
   refute_output --partial "result:"
@@ -119,6 +120,7 @@ value_of() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$2
 @test "a device that does not exist is named in the error, with the devices that do" {
   run --separate-stderr rx ./lesson1 -d nosuch0
   assert_failure 1
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" "lesson1: no RDMA device named 'nosuch0'
 lesson1: check: the devices here are: $RDMA_DEV"
   refute_output --partial "result:"
@@ -135,7 +137,7 @@ lesson1: check: the devices here are: $RDMA_DEV"
   assert_success
   assert_line --partial "-d, --ib-dev=DEV      RDMA device (default: the first device found)"
   assert_line --partial "(default: 1)"
-  refute_line --partial "--timeout"   # no peer, so no timeout
+  refute_line --partial "--timeout" # no peer, so no timeout
 }
 
 @test "misuse is one line on stderr and exit 2" {

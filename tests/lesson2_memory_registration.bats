@@ -4,7 +4,10 @@
 # trying them: what is refused, with which errno, and why.
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 hex='0x[0-9a-f]{8}'
@@ -49,7 +52,7 @@ hex='0x[0-9a-f]{8}'
 
 @test "lesson 2 prints the RLIMIT_MEMLOCK that ulimit -l set" {
   local hard want_hard
-  hard=$(rx_sh 'ulimit -H -l')   # KiB, or "unlimited"
+  hard=$(rx_sh 'ulimit -H -l') # KiB, or "unlimited"
   if [ "$hard" = unlimited ]; then want_hard=unlimited; else want_hard="$((hard * 1024)) bytes ($hard KiB)"; fi
   run --separate-stderr rx bash -c 'ulimit -S -l 4096 && ./lesson2'
   assert_success
@@ -82,8 +85,9 @@ hex='0x[0-9a-f]{8}'
   run --separate-stderr rx ./lesson2
   assert_success
   assert_line "  ibv_dealloc_pd(pd) with 5 MRs still in it -> refused: EBUSY (Device or resource busy)"
-  assert_equal "${lines[${#lines[@]}-1]}" "result: 5 MRs registered with least privilege; refused as the rules say: REMOTE_WRITE without LOCAL_WRITE EINVAL, REMOTE_ATOMIC without LOCAL_WRITE EINVAL, unmapped memory EFAULT, 1 MiB over a 64 KiB RLIMIT_MEMLOCK ENOMEM, a PD with MRs EBUSY"
-  assert_equal "$stderr" ""   # the handles' deleters released everything without complaint
+  assert_equal "${lines[${#lines[@]} - 1]}" "result: 5 MRs registered with least privilege; refused as the rules say: REMOTE_WRITE without LOCAL_WRITE EINVAL, REMOTE_ATOMIC without LOCAL_WRITE EINVAL, unmapped memory EFAULT, 1 MiB over a 64 KiB RLIMIT_MEMLOCK ENOMEM, a PD with MRs EBUSY"
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
+  assert_equal "$stderr" "" # the handles' deleters released everything without complaint
 }
 
 @test "a device that does not exist is named, with the devices that do" {

@@ -4,7 +4,10 @@
 # RTS, shows the usual mistakes failing, sends one message, and tears down in order.
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 @test "QP A goes RESET, INIT, RTR, RTS, and a refused transition leaves it where it was" {
@@ -95,6 +98,7 @@ rts_block() {
   assert_equal "$order" "ibv_destroy_cq ibv_destroy_qp ibv_destroy_cq ibv_dereg_mr free(buf ibv_dealloc_pd ibv_close_device "
   assert_line "  ibv_destroy_cq while the QPs use it -> refused: EBUSY (Device or resource busy)"
   assert_line --index $((${#lines[@]} - 1)) --regexp "^result: QP 0x[0-9a-f]+ -> QP 0x[0-9a-f]+ connected by hand \(RESET, INIT, RTR, RTS\); SEND of 16 bytes received intact; torn down in order$"
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" ""
 }
 
@@ -110,6 +114,7 @@ rts_block() {
 @test "-g of an empty GID slot fails before any QP exists, naming ENODATA and -g" {
   run --separate-stderr rx ./lesson3 -g 200
   assert_failure 1
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]}" "lesson3: ibv_query_gid_ex(ctx, a.port, gid_index, &e, 0) failed: ENODATA (No data available)"
   assert_equal "${stderr_lines[1]}" "lesson3: check: is -g a valid index? list the table with ./lesson1 or ibv_devinfo -v"
   refute_output --partial "ibv_create_qp"

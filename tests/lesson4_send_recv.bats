@@ -3,7 +3,10 @@
 # device (Soft-RoCE in the lab); fake peers play the misbehaving side.
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # A fake server (tests/helpers/fake_peer.py: silent or garbage) on $PORT, in
@@ -30,6 +33,7 @@ fake_client_sends() {
   assert_line "result: 2 + 3 = 5"
   assert_line --partial "client: completion IBV_WC_RECV, 16 bytes"
   wait_server 20
+  # shellcheck disable=SC2153 # SERVER_STATUS: set by wait_server (tests/helpers/lesson.bash)
   [ "$SERVER_STATUS" -eq 0 ]
   run cat "$SERVER_OUT"
   assert_line "server: completion IBV_WC_RECV, 16 bytes"
@@ -97,7 +101,7 @@ rnr_counts() {
   run cat "$SERVER_OUT"
   assert_line "server: completion IBV_WC_RECV, 24 bytes"
   assert_line "result: error: the request was 24 bytes, a sum request is exactly 16"
-  refute_output --partial "server: request "  # the numbers in it were never read
+  refute_output --partial "server: request " # the numbers in it were never read
 }
 
 @test "a SEND larger than the server's whole receive buffer fails in the NICs of both sides" {
@@ -113,6 +117,7 @@ rnr_counts() {
   start_server ./lesson4 -p "$PORT" --timeout 20
   run -1 --separate-stderr rx ./lesson4 -p "$PORT" --timeout 20 -B 100 127.0.0.1 1 2
   refute_line --partial "result: "
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]%% vendor_err*}" "lesson4: the SEND of the request completed with status $client_status"
   wait_server 20
   [ "$SERVER_STATUS" -eq 1 ]
@@ -126,6 +131,7 @@ rnr_counts() {
   local start=$SECONDS
   run -1 --separate-stderr rx ./lesson4 -p "$PORT" --timeout 2 127.0.0.1 1 2
   [ $((SECONDS - start)) -le 6 ]
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ "$stderr" == *"could not connect to 127.0.0.1:$PORT within 2 s"* ]]
 }
 

@@ -3,7 +3,10 @@
 # RDMA device (Soft-RoCE in the lab); -L and fake peers play the misbehaving side.
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 @test "the server prints the message the client wrote into its buffer, its length from the immediate" {
@@ -67,7 +70,7 @@ teardown() { lesson_teardown; }
 @test "an immediate that claims more than the server's buffer is refused by the server, which reads nothing" {
   start_server ./lesson5 -p "$PORT" --timeout 20
   run rx ./lesson5 -p "$PORT" --timeout 20 -L 99999 127.0.0.1 hi
-  assert_success  # the client cannot know: its WRITE itself was fine
+  assert_success # the client cannot know: its WRITE itself was fine
   assert_line "result: wrote 2 bytes with immediate 99999"
   wait_server 20
   [ "$SERVER_STATUS" -eq 1 ]
@@ -102,6 +105,7 @@ teardown() { lesson_teardown; }
   start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" garbage
   wait_for_server_line "fake peer listening" 10
   run -1 --separate-stderr rx ./lesson5 -p "$PORT" --timeout 10 127.0.0.1 hi
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ "$stderr" == *"127.0.0.1:$PORT sent a malformed exchange message: not a workbook peer (bad magic)"* ]]
   refute_line --partial "posting RDMA WRITE"
 }
@@ -123,6 +127,7 @@ teardown() { lesson_teardown; }
 
 @test "an empty message is a one-line usage error" {
   run -2 --separate-stderr rx ./lesson5 127.0.0.1 ''
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [ "${#stderr_lines[@]}" -eq 1 ]
   assert_equal "$stderr" "lesson5: MESSAGE must not be empty (see lesson5 -h)"
 }

@@ -6,7 +6,10 @@
 
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.
@@ -20,6 +23,7 @@ start_fake_server() {
 
 # Assert that line $1 of the last `run --separate-stderr`'s stderr contains $2.
 assert_stderr_line() {
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ "${stderr_lines[$1]:-}" == *"$2"* ]] ||
     fail "stderr line $1 does not contain: $2"$'\n'"stderr was:"$'\n'"$stderr"
 }

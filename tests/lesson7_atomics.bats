@@ -7,7 +7,10 @@
 
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() {
   for pid in ${CLIENT_PIDS:-}; do kill "$pid" 2>/dev/null; done
   lesson_teardown
@@ -24,13 +27,15 @@ start_fake_server() {
 
 # Assert that line $1 of the last `run --separate-stderr`'s stderr contains $2.
 assert_stderr_line() {
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ "${stderr_lines[$1]:-}" == *"$2"* ]] ||
     fail "stderr line $1 does not contain: $2"$'\n'"stderr was:"$'\n'"$stderr"
 }
 
 # Start a client in the background: start_client NAME ARGS...; output in $BATS_TEST_TMPDIR/NAME.out/.err
 start_client() {
-  local name=$1; shift
+  local name=$1
+  shift
   "${RX[@]}" "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
   CLIENT_PIDS="${CLIENT_PIDS:-} $!"
 }
@@ -47,7 +52,10 @@ wait_clients() {
   CLIENT_STATUS=()
   for pid in $CLIENT_PIDS; do
     local st=0
-    if kill -0 "$pid" 2>/dev/null; then kill "$pid"; st=124; else wait "$pid" || st=$?; fi
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid"
+      st=124
+    else wait "$pid" || st=$?; fi
     CLIENT_STATUS+=("$st")
   done
   CLIENT_PIDS=

@@ -8,7 +8,10 @@
 
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # A fake lesson-8 peer on the TCP side channel (tests/helpers/fake_peer.py):
@@ -59,17 +62,17 @@ counts_of() {
   assert_line "result: 20 + 22 = 42"
   assert_line "client: sent 8 requests: 20 + 22"
   echo "$output" >"$BATS_TEST_TMPDIR/client.out"
-  read -r events completions empty < <(counts_of "$BATS_TEST_TMPDIR/client.out")
+  read -r events completions _ < <(counts_of "$BATS_TEST_TMPDIR/client.out")
   assert_equal "$completions" 16
-  (( events >= 1 && events <= 16 ))
+  ((events >= 1 && events <= 16))
   wait_server 15
   assert_equal "$SERVER_STATUS" 0
   run cat "$SERVER_OUT"
   assert_line "result: served 8 requests"
   assert_line "server: request 8: 20 + 22 = 42"
-  read -r events completions empty < <(counts_of "$SERVER_OUT")
+  read -r events completions _ < <(counts_of "$SERVER_OUT")
   assert_equal "$completions" 16
-  (( events >= 1 && events <= 16 ))
+  ((events >= 1 && events <= 16))
 }
 
 @test "every event the client counts is narrated with the completions it drained" {
@@ -78,7 +81,7 @@ counts_of() {
   run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 10 -n 3 127.0.0.1 1 1
   assert_success
   echo "$output" >"$BATS_TEST_TMPDIR/client.out"
-  read -r events completions empty < <(counts_of "$BATS_TEST_TMPDIR/client.out")
+  read -r events completions _ < <(counts_of "$BATS_TEST_TMPDIR/client.out")
   # One "client: event N: ..." line per event, and their completions add up.
   run grep -c '^client: event [0-9]*: ' "$BATS_TEST_TMPDIR/client.out"
   assert_output "$events"
@@ -118,7 +121,8 @@ counts_of() {
   SECONDS=0
   run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 2 127.0.0.1 2 3
   assert_failure 1
-  (( SECONDS < 10 ))
+  ((SECONDS < 10))
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$(grep -c 'could not connect to 127.0.0.1' <<<"$stderr")" 1
   refute_line --partial "result: "
 }
@@ -173,6 +177,7 @@ counts_of() {
   assert_line "client: sent 1 request: 2 + 3"
   assert_line "client: the server 127.0.0.1:$PORT closed the connection; waiting 1000 ms for our QP's last word"
   refute_line --partial "result: "
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]}" "lesson8: the SEND of a request completed with status transport retry counter exceeded (12, IBV_WC_RETRY_EXC_ERR, vendor_err 0)"
 }
 

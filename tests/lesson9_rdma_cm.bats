@@ -94,6 +94,7 @@ qp_after() {
   ((SECONDS < 5)) || fail "the refused client took ${SECONDS} s"
   assert_line "cm event: RDMA_CM_EVENT_REJECTED"
   refute_line --partial "result:"
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" "lesson9: expected RDMA_CM_EVENT_ESTABLISHED, got RDMA_CM_EVENT_REJECTED (reject reason 8: invalid service ID, nothing listens on that port)
 lesson9: check: is the server running there, listening (its \"listening\" line) on the same -p?"
 }

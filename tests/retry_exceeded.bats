@@ -11,7 +11,10 @@
 
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # retry_exceeded_err: the port counter of requests that ran out of retries.
@@ -30,7 +33,10 @@ die_after_go() {
   wait_for_server_line "$line" 10
   # The relay runs where the server runs, and finds it by its port.
   start_helper relay /usr/bin/python3 -I -S "$REPO_ROOT/tests/helpers/kill_relay.py" "$relay" "$PORT" - "$token" "$stamp"
-  for _ in {1..100}; do grep -q "relay listening" "$BATS_TEST_TMPDIR/relay.out" && break; sleep 0.1; done
+  for _ in {1..100}; do
+    grep -q "relay listening" "$BATS_TEST_TMPDIR/relay.out" && break
+    sleep 0.1
+  done
   before=$(retries_exceeded)
   # The client's end is stamped by the same clock as the relay's token.
   # shellcheck disable=SC2016 # expanded where the lessons run
@@ -43,6 +49,7 @@ die_after_go() {
   took=$(awk -v a="$(cat "$stamp")" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
   echo "client exited $took s after the server's $token" >&3
   assert_failure 1
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ "$stderr" == *"completed with status transport retry counter exceeded (12, IBV_WC_RETRY_EXC_ERR, vendor_err "* ]] ||
     fail "no IBV_WC_RETRY_EXC_ERR (12) in the client's stderr:"$'\n'"$stderr"
   [[ "$stderr" == *exited* ]] || fail "the client's message does not name the likely cause (the peer exited): $stderr"

@@ -70,6 +70,7 @@ suite() {
 @test "when the build fails, nothing is tested and the run exits 2" {
   # A stub make: everything is stale, and building fails.
   mkdir "$S/bin"
+  # shellcheck disable=SC2016 # the stub make's own lines, expanded when it runs
   printf '%s\n' '#!/bin/sh' 'echo "make $*" >>"$STUB_LOG"' '[ "$1" = -q ] && exit 1' 'echo "make: *** error" >&2; exit 2' >"$S/bin/make"
   chmod +x "$S/bin/make"
   suite a '@test "passes" { true; }'

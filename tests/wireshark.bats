@@ -1,10 +1,11 @@
 #!/usr/bin/env bats
 # The workbook's Wireshark profile (docs/wireshark-profile/RDMA-Workbook), its
 # installer, the ladder that reads the profile's columns, and the captures
-# shipped in docs/captures/ (scripts/captures.sh). Runs on the host: the
+# shipped in docs/captures/ (scripts/shipped_captures.sh). Runs on the host: the
 # profile and ladder tests need only tshark; "the shipped captures are
 # current" boots a pair of lab guests per lesson and compares the wire.
 
+# shellcheck disable=SC2030,SC2031 # each @test runs in its own process: what one sets stays in it, as meant
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -77,6 +78,7 @@ Nak,Remote Access Error'
   assert_success
   XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/conf run --separate-stderr tshark -C RDMA-Workbook -r docs/captures/lesson4.pcapng --color
   refute_output --partial "Could not compile"
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ $stderr != *"Could not compile"* ]] || fail "$stderr"
   run grep -c '^@' docs/wireshark-profile/RDMA-Workbook/colorfilters
   assert [ "$output" -ge 6 ]
@@ -117,7 +119,7 @@ Nak,Remote Access Error'
   assert_file_contains "${backups[0]}/colorfilters" "changed by the learner"
   run diff -r docs/wireshark-profile/RDMA-Workbook "$dest"
   assert_success
-  run -0 scripts/wireshark_profile.sh </dev/null   # a third time in the same second: a second backup
+  run -0 scripts/wireshark_profile.sh </dev/null # a third time in the same second: a second backup
   backups=("$dest".backup-*)
   assert_equal "${#backups[@]}" 2
 }
@@ -148,6 +150,7 @@ Nak,Remote Access Error'
   assert_line --index 32 --partial "AETH RNR NAK timer 491.52 ms (31) msn=1"
   ladder=$(sed -n 's/.*AETH RNR NAK timer \([0-9.]*\) ms.*/\1 ms/p' <<<"$output")
   run ws_tshark -r "$BATS_TEST_TMPDIR/rnr.pcap" -T fields -e _ws.col.AETH
+  # shellcheck disable=SC2001 # ^ anchors each line of the output, which ${output//...} cannot
   assert_equal "$ladder" "$(sed 's/^RNR Nak,//' <<<"$output")"
 }
 
@@ -192,7 +195,7 @@ Nak,Remote Access Error'
 # --- the shipped captures ----------------------------------------------------------
 
 @test "every lesson with a peer has a small shipped capture whose comment says what was run" {
-  run -0 scripts/captures.sh --list
+  run -0 scripts/shipped_captures.sh --list
   assert_line 4
   assert_line 9
   local items=("${lines[@]}") item file
@@ -204,14 +207,14 @@ Nak,Remote Access Error'
     assert_output --partial "RDMA Verbs Workbook, make capture LESSON=${item%%:*}"
     # (lesson 10's retry is one SEND sent 7 times: one line of signature, 7 packets)
     [[ $(tshark -r "$file" -Y infiniband 2>/dev/null | wc -l) -ge 2 ]] || fail "$file has fewer than 2 RoCE packets"
-    [[ $(scripts/captures.sh --signature "$file" | wc -l) -ge 1 ]] || fail "$file has no RoCE packet in its signature"
+    [[ $(scripts/shipped_captures.sh --signature "$file" | wc -l) -ge 1 ]] || fail "$file has no RoCE packet in its signature"
   done
   # A shipped file no lesson makes is stale.
   for file in docs/captures/*.pcapng; do
     item=${file#docs/captures/lesson}
     item=${item%.pcapng}
     item=${item/-/:}
-    [[ " ${items[*]} " == *" $item "* ]] || fail "$file: no lesson makes it (scripts/captures.sh --list)"
+    [[ " ${items[*]} " == *" $item "* ]] || fail "$file: no lesson makes it (scripts/shipped_captures.sh --list)"
   done
 }
 
@@ -223,7 +226,7 @@ Nak,Remote Access Error'
 000000 04 00 ff ff 00 00 00 12 80 00 00 05 32 33 00 00 de ad be ef
 000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef'
   local shipped=$BATS_TEST_TMPDIR/shipped
-  CAPTURES_DIR=$shipped run -0 scripts/captures.sh --from "$BATS_TEST_TMPDIR/resend.pcap" 4
+  CAPTURES_DIR=$shipped run -0 scripts/shipped_captures.sh --from "$BATS_TEST_TMPDIR/resend.pcap" 4
   assert_output --regexp "^$shipped/lesson4.pcapng +5 RoCE packets, [0-9]+ bytes$"
   run -0 capinfos -k "$shipped/lesson4.pcapng"
   assert_output --partial 'make capture LESSON=4: guest a (192.0.2.1) ran the server "./lesson4 --timeout 60", guest b (192.0.2.2) the client "./lesson4 --timeout 60 192.0.2.1 2 3"'
@@ -235,11 +238,11 @@ Nak,Remote Access Error'
   assert_output 3
 }
 
-@test "captures.sh refuses an unknown capture and an unknown option, exit 2, before booting anything" {
-  run -2 scripts/captures.sh 2
-  assert_output --regexp "^captures.sh: no capture '2'; the captures are: 4 5 6 7 8 9"
-  run -2 scripts/captures.sh --nope
-  assert_output "captures.sh: unknown option '--nope' (see scripts/captures.sh -h)"
+@test "shipped_captures.sh refuses an unknown capture and an unknown option, exit 2, before booting anything" {
+  run -2 scripts/shipped_captures.sh 2
+  assert_output --regexp "^shipped_captures.sh: no capture '2'; the captures are: 4 5 6 7 8 9"
+  run -2 scripts/shipped_captures.sh --nope
+  assert_output "shipped_captures.sh: unknown option '--nope' (see scripts/shipped_captures.sh -h)"
 }
 
 # A PATH holding the host's commands but the ones named: what a machine without them sees.
@@ -253,11 +256,11 @@ path_without() {
   echo "$dir"
 }
 
-@test "captures.sh without tshark, or without the lab's qemu, says what is missing and how to get it" {
-  PATH=$(path_without tshark) run -1 scripts/captures.sh --check 4
-  assert_output "captures.sh: tshark is missing: install the Debian package tshark (make deps, or apt-get install tshark)"
-  PATH=$(path_without qemu-system-x86_64) run -1 scripts/captures.sh --check 4
-  assert_output "captures.sh: the lab needs qemu-system-x86_64 (Debian package qemu-system-x86): make deps, and docs/lab.md"
+@test "shipped_captures.sh without tshark, or without the lab's qemu, says what is missing and how to get it" {
+  PATH=$(path_without tshark) run -1 scripts/shipped_captures.sh --check 4
+  assert_output "shipped_captures.sh: tshark is missing: install the Debian package tshark (make deps, or apt-get install tshark)"
+  PATH=$(path_without qemu-system-x86_64) run -1 scripts/shipped_captures.sh --check 4
+  assert_output "shipped_captures.sh: the lab needs qemu-system-x86_64 (Debian package qemu-system-x86): make deps, and docs/lab.md"
 }
 
 @test "screenshots.sh refuses a picture it has no table line for, before installing or starting anything" {
@@ -277,14 +280,14 @@ path_without() {
 
 # Whether each shipped capture is current is checked where the lessons are
 # captured anyway: tests/capture.bats and tests/capture_lessonN.bats compare
-# their fresh capture with the shipped file (captures.sh --compare).
+# their fresh capture with the shipped file (shipped_captures.sh --compare).
 
 @test "a capture whose wire differs from the shipped file fails the check, with the difference" {
   # Lesson 8's shipped file stands in for lesson 4's: lesson 4 sends one
   # request, lesson 8 two, so the check must see two packets missing.
   mkdir -p "$BATS_TEST_TMPDIR/shipped"
   cp docs/captures/lesson8.pcapng "$BATS_TEST_TMPDIR/shipped/lesson4.pcapng"
-  CAPTURES_DIR=$BATS_TEST_TMPDIR/shipped run scripts/captures.sh --compare docs/captures/lesson4.pcapng 4
+  CAPTURES_DIR=$BATS_TEST_TMPDIR/shipped run scripts/shipped_captures.sh --compare docs/captures/lesson4.pcapng 4
   assert_failure 1
   assert_line "4: the wire changed since $BATS_TEST_TMPDIR/shipped/lesson4.pcapng was recorded: run make captures"
   assert_line "-client -> server op 4"
@@ -292,7 +295,7 @@ path_without() {
 }
 
 @test "a capture with the shipped file's wire is current" {
-  run scripts/captures.sh --compare docs/captures/lesson7.pcapng 7
+  run scripts/shipped_captures.sh --compare docs/captures/lesson7.pcapng 7
   assert_success
   assert_line --regexp '^7: current \([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson7\.pcapng\)$'
 }

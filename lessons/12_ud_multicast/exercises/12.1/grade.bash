@@ -1,5 +1,5 @@
 # Grader of exercise 12.1: the client's UD receive makes room for the 40-byte GRH and reads the answer after it.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade-lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
 HINT="the client's receive must be kGrhBytes + sizeof(wb::SumResponse) bytes, and the response starts at recv_buf.get() + kGrhBytes, byte_len - kGrhBytes bytes long"
 
 grade() {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# lab-guest.sh: the Soft-RoCE lab guest's PID 1 (after the initramfs /init).
+# lab_guest.sh: the Soft-RoCE lab guest's PID 1 (after the initramfs /init).
 #
 # Runs under the initramfs's busybox sh, inside the throw-away qemu guest that
 # scripts/lab.sh boots; lab.sh copies it into the per-run share, which the

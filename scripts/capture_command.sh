@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# capture.sh - capture the RoCE traffic of a command on a real host, then
+# capture_command.sh - capture the RoCE traffic of a command on a real host, then
 # print the packet ladder (scripts/ladder.sh).
 #
-#   sudo scripts/capture.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
+#   sudo scripts/capture_command.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
 #
 # tshark captures as root; CMD runs as the user who called sudo (SUDO_USER),
 # or as root when there is none.
@@ -19,7 +19,7 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: scripts/capture.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
+usage: scripts/capture_command.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
   -d RDMA_DEV  the RDMA device whose netdev to capture on (default: the first one)
   -i NETDEV    capture on this netdev instead (default: the one under RDMA_DEV)
   -o FILE      where the pcap goes (default: captures/capture.pcap)
@@ -27,10 +27,10 @@ usage: scripts/capture.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- C
 USAGE
 }
 die() {
-  echo "capture.sh: $1" >&2
+  echo "capture_command.sh: $1" >&2
   exit "${2:-1}"
 }
-misuse() { die "$1 (see scripts/capture.sh -h)" 2; }
+misuse() { die "$1 (see scripts/capture_command.sh -h)" 2; }
 # need_value OPTION [VALUE...]: misuse if the option came last.
 need_value() { [[ $# -ge 2 ]] || misuse "$1 needs a value"; }
 
@@ -86,12 +86,12 @@ fi
 
 case " $* " in
   *" 127.0.0.1 "* | *" localhost "* | *" ::1 "*)
-    echo "capture.sh: warning: the peer is on this host; rxe loopback puts nothing on $netdev" >&2
+    echo "capture_command.sh: warning: the peer is on this host; rxe loopback puts nothing on $netdev" >&2
     ;;
 esac
 
 mkdir -p "$(dirname "$out")"
-echo "capture.sh: capturing on $netdev (udp port 4791 or tcp port $tcp_port) into $out"
+echo "capture_command.sh: capturing on $netdev (udp port 4791 or tcp port $tcp_port) into $out"
 log=$(mktemp)
 tshark -q -i "$netdev" -f "udp port 4791 or tcp port $tcp_port" -w "$out" 2>"$log" 3>&- &
 tpid=$!
@@ -99,7 +99,7 @@ trap 'kill "$tpid" 2>/dev/null || true; rm -f "$log"' EXIT
 # tshark_failed: say that tshark stopped, with its own message (a bad
 # filter, no permission, no such interface), and exit 1.
 tshark_failed() {
-  echo "capture.sh: tshark stopped $1; it said:" >&2
+  echo "capture_command.sh: tshark stopped $1; it said:" >&2
   grep -v 'Running as user "root"' "$log" | sed 's/^/  /' >&2
   exit 1
 }
@@ -117,7 +117,7 @@ grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 2
 as_user=()
 if [[ $(id -u) == 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then
   as_user=(runuser -u "$SUDO_USER" --)
-  echo "capture.sh: running $1 as $SUDO_USER (SUDO_USER); tshark captures as root"
+  echo "capture_command.sh: running $1 as $SUDO_USER (SUDO_USER); tshark captures as root"
 fi
 set +e
 "${as_user[@]}" "$@"
@@ -130,6 +130,6 @@ wait "$tpid" 2>/dev/null || true
 
 "$(dirname "$0")/ladder.sh" "$out"
 if ! tshark -r "$out" -Y infiniband 2>/dev/null | grep -q .; then
-  echo "capture.sh: no RoCE packets captured: was the peer on this host (rxe loopback)?" >&2
+  echo "capture_command.sh: no RoCE packets captured: was the peer on this host (rxe loopback)?" >&2
 fi
 exit "$status"

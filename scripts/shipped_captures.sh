@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# captures.sh - record every two-process lesson's wire into docs/captures/,
+# shipped_captures.sh - record every two-process lesson's wire into docs/captures/,
 # and check that the recorded captures are still what the lessons send.
 #
-#   scripts/captures.sh [ITEM...]          record (what `make captures` runs)
-#   scripts/captures.sh --check [ITEM...]  re-capture and compare, write nothing
-#   scripts/captures.sh --list             the items, one a line
-#   scripts/captures.sh --signature FILE   a capture's RoCE packets, one a line
-#   scripts/captures.sh --from PCAP ITEM   record PCAP (e.g. what `make capture`
+#   scripts/shipped_captures.sh [ITEM...]          record (what `make captures` runs)
+#   scripts/shipped_captures.sh --check [ITEM...]  re-capture and compare, write nothing
+#   scripts/shipped_captures.sh --list             the items, one a line
+#   scripts/shipped_captures.sh --signature FILE   a capture's RoCE packets, one a line
+#   scripts/shipped_captures.sh --from PCAP ITEM   record PCAP (e.g. what `make capture`
 #                                          just wrote) as ITEM's, booting nothing
-#   scripts/captures.sh --compare PCAP ITEM  compare PCAP (what `make capture`
+#   scripts/shipped_captures.sh --compare PCAP ITEM  compare PCAP (what `make capture`
 #                                          just wrote) with ITEM's shipped file
 #
 # An ITEM is a lesson number (4) or a lesson's scenario (10:rnr). Without
@@ -46,11 +46,11 @@ out_dir=${CAPTURES_DIR:-docs/captures}
 server_ip=192.0.2.1 client_ip=192.0.2.2 # as scripts/capture_lesson.sh sets them
 
 misuse() {
-  echo "captures.sh: $*" >&2
+  echo "shipped_captures.sh: $*" >&2
   exit 2
 }
 fail() {
-  echo "captures.sh: $*" >&2
+  echo "shipped_captures.sh: $*" >&2
   exit 1
 }
 
@@ -241,7 +241,7 @@ case ${1:-} in
     compare "$3" "$2"
     exit
     ;;
-  -*) misuse "unknown option '$1' (see scripts/captures.sh -h)" ;;
+  -*) misuse "unknown option '$1' (see scripts/shipped_captures.sh -h)" ;;
 esac
 
 mapfile -t known < <(items)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# grade-run.sh - run the graders of built exercises, on this host's RDMA device.
+# grade_run.sh - run the graders of built exercises, on this host's RDMA device.
 #
-#   scripts/grade-run.sh LIST
+#   scripts/grade_run.sh LIST
 #
 # LIST has one line per exercise: "N.M<TAB>folder<TAB>program". scripts/grade.sh
 # builds the programs and calls this here or inside the lab. Each folder's
-# grade.bash defines grade PROGRAM (see scripts/grade-lib.bash), which runs the
+# grade.bash defines grade PROGRAM (see scripts/grade_lib.bash), which runs the
 # program for real and returns 0 or says what was expected and what happened.
 # Prints "PASS N.M TITLE" or "FAIL N.M TITLE" with those lines and the hint.
 set -uo pipefail
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 readonly kGraderSeconds=90 # one exercise, all its runs; the graders bound each run far below this
 
-list=${1:?usage: scripts/grade-run.sh LIST}
+list=${1:?usage: scripts/grade_run.sh LIST}
 index=0
 while IFS=$'\t' read -r id dir bin; do
   index=$((index + 1))
@@ -23,7 +23,7 @@ while IFS=$'\t' read -r id dir bin; do
   # A fresh bash per exercise: graders cannot see each other's variables or processes.
   # shellcheck disable=SC2016 # $1 and $2 are the inner bash's arguments
   EX_INDEX=$index timeout --kill-after=5 "$kGraderSeconds" \
-    bash -c 'source scripts/grade-lib.bash && source "$1/grade.bash" && ex_grade "$2"' _ "$dir" "$bin" \
+    bash -c 'source scripts/grade_lib.bash && source "$1/grade.bash" && ex_grade "$2"' _ "$dir" "$bin" \
     >"$report" 2>&1
   status=$?
   if ((status == 0)); then

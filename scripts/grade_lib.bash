@@ -1,4 +1,4 @@
-# grade-lib.bash - what a grader (lessons/*/exercises/N.M/grade.bash) may use.
+# grade_lib.bash - what a grader (lessons/*/exercises/N.M/grade.bash) may use.
 # shellcheck disable=SC2034 # the variables are for the graders that source this file
 #
 # A grader sets HINT and defines grade PROGRAM: it runs PROGRAM (and, for a
@@ -110,7 +110,7 @@ ex_fail() {
   return 1
 }
 
-# Run by grade-run.sh: the grader, then a verdict even if it forgot to return one.
+# Run by grade_run.sh: the grader, then a verdict even if it forgot to return one.
 ex_grade() {
   grade "$1"
 }
