@@ -175,7 +175,10 @@ doctor:
 # The exercises are built here, with every core, before the suites start
 # side by side (tests/grade.bats would build them in one lane). A starter you
 # edited that does not compile is reported by the grade tests, not here.
-check: deps site-deps
+# The site's tools after the workbook's, not beside them: one apt-get at a
+# time (tests/site.bats builds the site and opens it in Chromium).
+check: deps
+	@scripts/install_deps.sh site
 	@$(MAKE) --no-print-directory all units
 	@$(MAKE) --no-print-directory -k -s exercises >/dev/null 2>&1 || true
 	@tests/run.sh

@@ -99,5 +99,6 @@ echo "site.sh: build/site/index.html ($(find build/site -name '*.html' | wc -l) 
 
 if [[ -n $shots ]]; then
   mkdir -p docs/img/site
-  python3 tests/helpers/site_browser.py build/site --screenshots docs/img/site
+  # Debian's python3, for which python3-selenium is installed.
+  /usr/bin/python3 tests/helpers/site_browser.py build/site --screenshots docs/img/site
 fi
