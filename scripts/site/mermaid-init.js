@@ -1,25 +1,48 @@
 // mermaid-init.js - draw every ```mermaid block of a page as SVG.
 // pymdownx.superfences leaves each block's source in a
 // <div class="mermaid-diagram"> (scripts/site/mkdocs.yml); this replaces it
-// with the drawing, using the Mermaid that scripts/site.sh vendored beside
-// it (assets/mermaid/mermaid.min.js): nothing is loaded from the network.
+// with the drawing, using the Mermaid that scripts/site.sh vendored into
+// the site (assets/mermaid/mermaid.min.js, 5 MiB: loaded only by a page
+// that has a diagram). Nothing is loaded from the network.
 // A block that Mermaid cannot parse keeps its source, marked
 // data-mermaid="error", and the error goes to the console.
 (function () {
   "use strict";
-  if (typeof mermaid === "undefined") {
-    console.error("mermaid-init.js: assets/mermaid/mermaid.min.js did not load");
-    return;
-  }
-  mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "default" });
+  // assets/site/mermaid-init.js -> assets/mermaid/mermaid.min.js, wherever the page is.
+  const bundle = new URL("../mermaid/mermaid.min.js", document.currentScript.src).href;
+  let loading = null;
   let count = 0;
+
+  function load() {
+    if (!loading) {
+      loading = new Promise((resolve, reject) => {
+        const s = document.createElement("script");
+        s.src = bundle;
+        s.onload = () => {
+          mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "default" });
+          resolve();
+        };
+        s.onerror = () => reject(new Error("mermaid-init.js: " + bundle + " did not load"));
+        document.head.appendChild(s);
+      });
+    }
+    return loading;
+  }
+
   async function draw() {
     const blocks = document.querySelectorAll("div.mermaid-diagram:not([data-mermaid])");
+    if (blocks.length === 0) return;
+    blocks.forEach((b) => b.setAttribute("data-mermaid", "drawing"));
+    try {
+      await load();
+    } catch (err) {
+      blocks.forEach((b) => b.setAttribute("data-mermaid", "error"));
+      console.error(err);
+      return;
+    }
     for (const block of blocks) {
-      const source = block.textContent;
-      block.setAttribute("data-mermaid", "drawing");
       try {
-        const { svg } = await mermaid.render("mermaid-svg-" + count++, source);
+        const { svg } = await mermaid.render("mermaid-svg-" + count++, block.textContent);
         block.innerHTML = svg;
         block.setAttribute("data-mermaid", "svg");
       } catch (err) {
@@ -28,10 +51,11 @@
       }
     }
   }
+
   // material's document$ fires on every page it shows; a plain page load otherwise.
   if (typeof document$ !== "undefined") {
-    document$.subscribe(draw);
+    document$.subscribe(() => draw());
   } else {
-    document.addEventListener("DOMContentLoaded", draw);
+    document.addEventListener("DOMContentLoaded", () => draw());
   }
 })();
