@@ -13,6 +13,7 @@
 #   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list)
 #   make bench      lesson 11 beside perftest, then the levers; table, CSVs and plots in bench/
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
+#   make site       the workbook as a site in build/site/ (scripts/site.sh): contents, search, diagrams, offline
 #   make doctor     check this machine: one line per check, OK/WARN/FAIL, each with its fix
 #                   (scripts/doctor.sh; -h lists the checks, --device DEV, --peer HOST)
 #   make clean
@@ -75,7 +76,7 @@ UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.cpp)
 HELPER_BINS := $(patsubst tests/helpers/%.cpp,build/tests/helpers/%,$(HELPER_SRCS))
 
-.PHONY: all check tour deps doctor capture captures wireshark-profile clean units exercises grade bench lab-selftest
+.PHONY: all check tour deps site site-deps doctor capture captures wireshark-profile clean units exercises grade bench lab-selftest
 .PHONY: exercise-files exercise exercise-reset exercise-save exercise-refresh
 all: $(LESSONS) exercise-files
 
@@ -158,6 +159,15 @@ exercise-refresh:
 deps:
 	@scripts/install_deps.sh
 
+# The site's tools (mkdocs, mkdocs-material, chromium for tests/site.bats).
+site-deps:
+	@scripts/install_deps.sh site
+
+# docs/ and README as a static site in build/site/: open build/site/index.html,
+# or serve it (cd build/site && python3 -m http.server) for the search.
+site: site-deps
+	@scripts/site.sh
+
 # Reads this machine and changes nothing; needs no build and no packages.
 doctor:
 	@scripts/doctor.sh
@@ -165,7 +175,10 @@ doctor:
 # The exercises are built here, with every core, before the suites start
 # side by side (tests/grade.bats would build them in one lane). A starter you
 # edited that does not compile is reported by the grade tests, not here.
+# The site's tools after the workbook's, not beside them: one apt-get at a
+# time (tests/site.bats builds the site and opens it in Chromium).
 check: deps
+	@scripts/install_deps.sh site
 	@$(MAKE) --no-print-directory all units
 	@$(MAKE) --no-print-directory -k -s exercises >/dev/null 2>&1 || true
 	@tests/run.sh

@@ -5,6 +5,9 @@
 # sudo when not root). Elsewhere it prints the list for your package manager.
 # `make check`, `make tour` and `make capture` call it, so a fresh machine
 # needs nothing else.
+#
+#   scripts/install_deps.sh        the workbook's packages
+#   scripts/install_deps.sh site   what `make site` and tests/site.bats need (make site, make check)
 set -euo pipefail
 
 packages=(
@@ -25,6 +28,24 @@ packages=(
   tshark                                  # decoding captures (make capture)
   man-db                                  # `man ibv_post_send`
 )
+
+# make site (scripts/site.sh) and its browser test (tests/site.bats).
+site_packages=(
+  mkdocs mkdocs-material python3-pymdownx   # the site generator, its theme and Markdown extensions
+  chromium chromium-driver python3-selenium # tests/site.bats opens the site in headless Chromium
+)
+case ${1:-} in
+  "") ;;
+  site)
+    packages=("${site_packages[@]}")
+    # npm fetches Mermaid once (scripts/site.sh); Node.js from elsewhere may bring its own.
+    command -v npm >/dev/null 2>&1 || packages+=(npm)
+    ;;
+  *)
+    echo "install_deps.sh: unknown group '$1' (none, or: site)" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
