@@ -72,7 +72,7 @@ start_fake_server() {
   wait_server 30
   assert_equal "$SERVER_STATUS" 0
   run cat "$SERVER_OUT"
-  assert_line "result: the client's WRITEs faulted in 512 pages; all hold its 1024 bytes"
+  assert_line "result: all 512 pages the client wrote hold its 1024 bytes"
   # The WRITE half's 512 pages (2048 kB) became resident; the READ half
   # (the shared zero page) and the pinned count did not move.
   local after
