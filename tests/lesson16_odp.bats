@@ -3,7 +3,7 @@
 # kernel: trixie-backports
 #
 # Lesson 16: on-demand paging. The server exposes memory it never touched,
-# registered with IBV_ACCESS_ON_DEMAND under a 1 MiB memlock limit; the
+# registered with IBV_ACCESS_ON_DEMAND under a 64 KiB memlock limit; the
 # client WRITEs and READs every page of it, twice. It runs for real on the
 # RDMA device: tests/run.sh boots a lab with trixie-backports' kernel for
 # this file (the "# kernel:" line), where rxe has ODP. On a device without
@@ -46,13 +46,13 @@ start_fake_server() {
   fi
 }
 
-@test "without ON_DEMAND the region is refused under the 1 MiB memlock limit; with it, it registers and pins nothing" {
+@test "without ON_DEMAND the region is refused under the 64 KiB memlock limit; with it, it registers and pins nothing" {
   needs_odp
-  run --separate-stderr rx ./lesson16 -p "$PORT" --timeout 1 -s 64
+  run --separate-stderr rx ./lesson16 -p "$PORT" --timeout 1 -s 65536
   assert_failure 1 # no client came within 1 s
-  assert_line "server: RLIMIT_MEMLOCK soft limit now 1024 KiB, CAP_IPC_LOCK dropped (as for a user)"
-  assert_line "server: ibv_reg_mr(64 MiB, no ON_DEMAND) -> ENOMEM (Cannot allocate memory): pinning must fit under the limit"
-  assert_line --regexp '^server: ibv_reg_mr\(64 MiB, ON_DEMAND\) -> rkey 0x[0-9a-f]+ in [0-9.]+ ms; VmPin 0 kB, VmRSS [0-9]+ kB$'
+  assert_line "server: RLIMIT_MEMLOCK soft limit now 64 KiB, CAP_IPC_LOCK dropped (as for a user)"
+  assert_line "server: ibv_reg_mr(65536 KiB, no ON_DEMAND) -> ENOMEM (Cannot allocate memory): pinning must fit under the limit"
+  assert_line --regexp '^server: ibv_reg_mr\(65536 KiB, ON_DEMAND\) -> rkey 0x[0-9a-f]+ in [0-9.]+ ms; VmPin 0 kB, VmRSS [0-9]+ kB$'
   assert_line --regexp '^server: ibv_reg_mr\(1536 MiB, ON_DEMAND\) -> lkey 0x[0-9a-f]+ in [0-9.]+ ms; VmPin 0 kB$'
   # 7.3's rxe has no implicit ODP (general_caps says so) and rdma-core 44's rxe no prefetch.
   assert_line "server: implicit ODP MR ibv_reg_mr(NULL, SIZE_MAX, ON_DEMAND) -> EOPNOTSUPP (Operation not supported)"
@@ -92,16 +92,16 @@ start_fake_server() {
 @test "-h states every default and the kernel the server needs" {
   run ./lesson16 -h
   assert_success
-  assert_line --partial "-s, --size=MIB        server: MiB of never-touched memory to expose, 2..1024 (default: 4)"
+  assert_line --partial "-s, --size=KIB        server: KiB of never-touched memory to expose, 128..1048576 (default: 4096)"
   assert_line --partial "(default: 18515)"
   assert_line --partial "LAB_KERNEL=trixie-backports"
   assert_line --partial "exits 1"
 }
 
 @test "misuse is one line on stderr and exit 2: -s out of range, -s on the client, two hosts" {
-  run --separate-stderr ./lesson16 -s 1
+  run --separate-stderr ./lesson16 -s 100
   assert_failure 2
-  assert_equal "$stderr" "lesson16: -s: '1' is out of range 2..1024 (see lesson16 -h)"
+  assert_equal "$stderr" "lesson16: -s: '100' is out of range 128..1048576 (see lesson16 -h)"
   run --separate-stderr ./lesson16 -s 8 127.0.0.1
   assert_failure 2
   assert_equal "$stderr" "lesson16: -s is a server option; the client uses what the server exposes (see lesson16 -h)"

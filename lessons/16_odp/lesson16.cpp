@@ -6,7 +6,7 @@
 // access right over a range of virtual addresses, and when a request reaches
 // a page that is not present, the NIC asks the kernel for it (a "network
 // page fault"), as the CPU would. So the server here exposes a region it has
-// never touched, under a 1 MiB memlock limit and without CAP_IPC_LOCK, and
+// never touched, under a 64 KiB memlock limit and without CAP_IPC_LOCK, and
 // the client RDMA WRITEs every page of one half and READs every page of the
 // other, each page twice: the first access pays for the fault, the second
 // finds the page present. /proc/self/status shows what got resident.
@@ -17,7 +17,7 @@
 //
 // Run it on one host (two terminals; rxe's loopback carries the RDMA):
 //     ./lesson16                   server: exposes 4 MiB it never touched
-//     ./lesson16 -s 64             server: 64 MiB instead
+//     ./lesson16 -s 65536          server: 64 MiB instead (-s is in KiB)
 //     ./lesson16 127.0.0.1         client: WRITEs and READs it, twice, timed
 // On two hosts: ./lesson16 on host A, ./lesson16 A on host B. Both sides take
 // -d DEV -i PORT -g GID_INDEX -p TCP_PORT --timeout SECS (./lesson16 -h).
@@ -58,9 +58,10 @@
 namespace {
 
 constexpr uint16_t kLesson = 16;        // sent in the exchange: a lesson-16 client only talks to a lesson-16 server
-constexpr int64_t kDefaultMiB = 4;      // the region the server exposes (-s)
-constexpr int64_t kMaxMiB = 1024;       // fits PeerInfo's 32-bit length
-constexpr rlim_t kMemlockLimit = 1 << 20;   // 1 MiB: the soft RLIMIT_MEMLOCK the server sets for itself
+constexpr int64_t kDefaultKiB = 4096;   // the region the server exposes (-s): 4 MiB
+constexpr int64_t kMinKiB = 128;        // twice the memlock limit; two halves of 16 pages
+constexpr int64_t kMaxKiB = 1 << 20;    // 1 GiB: fits PeerInfo's 32-bit length
+constexpr rlim_t kMemlockLimit = 64 << 10;  // 64 KiB: the soft RLIMIT_MEMLOCK the server sets for itself
 // 1.5 GiB: an ODP MR larger than the lab guest's memory (0.94 GiB). Not
 // 2 GiB: rxe (7.3) refuses ODP MRs of 2 GiB and more with EINVAL.
 constexpr size_t kHugeBytes = 1536ull << 20;
@@ -156,9 +157,10 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string mib_text;
+    std::string kib_text;
     const wb::ExtraOption extra[] = {
-        {'s', "size", "MIB", "server: MiB of never-touched memory to expose, 2..1024 (default: 4)", &mib_text},
+        {'s', "size", "KIB", "server: KiB of never-touched memory to expose, 128..1048576 (default: 4096)",
+         &kib_text},
     };
     const wb::Usage usage = {
         .synopsis = "[options]        server: expose memory it never touched, registered on demand\n"
@@ -171,7 +173,8 @@ int main(int argc, char** argv) {
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
     if (!is_server && opt.given('s')) wb::usage_error("-s is a server option; the client uses what the server exposes");
-    const size_t region = (opt.given('s') ? wb::parse_range(mib_text, "-s", 2, kMaxMiB) : kDefaultMiB) << 20;
+    const size_t kib = opt.given('s') ? wb::parse_range(kib_text, "-s", kMinKiB, kMaxKiB) : kDefaultKiB;
+    const size_t region = kib / 8 * 8 << 10;  // whole pages, an even number of them
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);
@@ -216,26 +219,26 @@ int main(int argc, char** argv) {
     const uint32_t psn = wb::random_psn();
 
     if (is_server) {
-        // 4. Pinning against ODP. Like an ordinary user: a 1 MiB memlock
+        // 4. Pinning against ODP. Like an ordinary user: a 64 KiB memlock
         //    limit and no CAP_IPC_LOCK (root has it; lesson 2 step 6).
         rlimit lim{};
         CHECK_ERRNO(getrlimit(RLIMIT_MEMLOCK, &lim));
         lim.rlim_cur = kMemlockLimit;
         CHECK_ERRNO(setrlimit(RLIMIT_MEMLOCK, &lim));
         drop_ipc_lock();
-        std::printf("server: RLIMIT_MEMLOCK soft limit now 1024 KiB, CAP_IPC_LOCK dropped (as for a user)\n");
+        std::printf("server: RLIMIT_MEMLOCK soft limit now 64 KiB, CAP_IPC_LOCK dropped (as for a user)\n");
         Mapping mem = map_untouched(region);
         const unsigned access = IBV_ACCESS_LOCAL_WRITE | kRemote;  // REMOTE_WRITE needs LOCAL_WRITE (lesson 2)
         // Without ODP: every page is pinned at once, so all of it must fit under the limit.
         ibv_mr* pinned = ibv_reg_mr(pd.get(), mem.get(), region, access);
         if (pinned != nullptr) wb::fail("ibv_reg_mr without ON_DEMAND pinned more than RLIMIT_MEMLOCK allows");
-        std::printf("server: ibv_reg_mr(%zu MiB, no ON_DEMAND) -> %s: pinning must fit under the limit\n",
-                    region >> 20, wb::errno_str(errno).c_str());
+        std::printf("server: ibv_reg_mr(%zu KiB, no ON_DEMAND) -> %s: pinning must fit under the limit\n",
+                    region >> 10, wb::errno_str(errno).c_str());
         // With ODP: nothing is pinned, so the limit does not apply.
         auto t0 = std::chrono::steady_clock::now();
         wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), mem.get(), region, access | IBV_ACCESS_ON_DEMAND))};
-        std::printf("server: ibv_reg_mr(%zu MiB, ON_DEMAND) -> rkey 0x%x in %.2f ms; VmPin %ld kB, VmRSS %ld kB\n",
-                    region >> 20, mr->rkey, ms_since(t0), status_kb("VmPin:"), status_kb("VmRSS:"));
+        std::printf("server: ibv_reg_mr(%zu KiB, ON_DEMAND) -> rkey 0x%x in %.2f ms; VmPin %ld kB, VmRSS %ld kB\n",
+                    region >> 10, mr->rkey, ms_since(t0), status_kb("VmPin:"), status_kb("VmRSS:"));
         // An ODP MR may be larger than the memory there is: only what is used gets pages.
         Mapping huge = map_untouched(kHugeBytes);
         t0 = std::chrono::steady_clock::now();
