@@ -82,8 +82,11 @@ ready=()
 # 11: 2) as far as this host's cores go, else 1.
 cpus=$(run_text "$dir" lab_cpus)
 if [[ $cpus =~ ^[0-9]+$ ]] && ((cpus > $(nproc))); then cpus=$(nproc); fi
+# The guests' kernel: LAB_KERNEL if set, else run.conf's lab_kernel= (lesson
+# 16: trixie-backports, for ODP), else the lab's default.
+kernel=${LAB_KERNEL:-$(run_text "$dir" lab_kernel)}
 # lab.sh pair runs each side as a bash command line: quote every word.
-LAB_CPUS=${LAB_CPUS:-${cpus:-1}} scripts/lab.sh pair --pcap "$pcap" "${ready[@]}" \
+LAB_KERNEL=$kernel LAB_CPUS=${LAB_CPUS:-${cpus:-1}} scripts/lab.sh pair --pcap "$pcap" "${ready[@]}" \
   --a "$(printf '%q ' "./lesson$n" "${opts[@]}" "${server_args[@]}")" \
   --b "$(printf '%q ' "./lesson$n" "${opts[@]}" "${client_args[@]}")" || status=$?
 echo

@@ -14,8 +14,9 @@
 # Each program is built on this host (build/exercises/), then every grader
 # runs it for real on RDMA: on this host's device when it has one, else in
 # one Soft-RoCE lab guest (scripts/lab.sh). One line per exercise, PASS or
-# FAIL with what was expected, what happened and a hint, then
-# "grade: N of M exercises pass".
+# FAIL with what was expected, what happened and a hint (or SKIP, with why,
+# for an exercise whose lesson needs what the device lacks: lesson 16's ODP),
+# then "grade: N of M exercises pass" (", K skipped (...)" after it).
 #
 # Environment: EX and SOLUTIONS=1 do what the arguments do (make passes them).
 # Exit status: 0 when every graded exercise passes, 1 when one fails, 2 misuse.
@@ -105,7 +106,7 @@ for row in "${selected[@]}"; do
 done
 
 # Run the graders that have a program, on RDMA.
-passed=0
+passed=0 skipped=0
 if ((${#runnable[@]})); then
   list=$(mktemp) || exit 1
   printf '%s\n' "${runnable[@]}" >"$list"
@@ -131,9 +132,12 @@ if ((${#runnable[@]})); then
     GRADE_LAB=1 GRADE_TMP=$xfer GRADE_DEV=$dev scripts/grade_run.sh "$list" | tee "$out"
   fi
   passed=$(grep -c '^PASS ' "$out")
-  failed=$((failed + ${#runnable[@]} - passed))
+  skipped=$(grep -c '^SKIP ' "$out")
+  failed=$((failed + ${#runnable[@]} - passed - skipped))
   rm -f "$list" "$out"
 fi
 
-echo "grade: $passed of $((passed + failed)) exercises pass"
+summary="grade: $passed of $((passed + failed)) exercises pass"
+((skipped == 0)) || summary+=", $skipped skipped (their lesson needs what this device lacks)"
+echo "$summary"
 ((failed == 0))

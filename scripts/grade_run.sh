@@ -7,18 +7,33 @@
 # builds the programs and calls this here or inside the lab. Each folder's
 # grade.bash defines grade PROGRAM (see scripts/grade_lib.bash), which runs the
 # program for real and returns 0 or says what was expected and what happened.
-# Prints "PASS N.M TITLE" or "FAIL N.M TITLE" with those lines and the hint.
+# Prints "PASS N.M TITLE" or "FAIL N.M TITLE" with those lines and the hint,
+# or "SKIP N.M TITLE: why" for an exercise whose lesson needs what this
+# device lacks (its run.conf's needs=, scripts/lesson_run.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 readonly kGraderSeconds=90 # one exercise, all its runs; the graders bound each run far below this
 
 list=${1:?usage: scripts/grade_run.sh LIST}
+# shellcheck disable=SC1091 # scripts/lesson_run.sh, checked on its own
+source scripts/lesson_run.sh
+# Where the programs run (scripts/grade_lib.bash): the lab with GRADE_LAB set.
+LESSON_RX=()
+[[ -z ${GRADE_LAB:-} ]] || LESSON_RX=(scripts/lab.sh exec --timeout 60 --)
+dev=${GRADE_DEV:-$("${LESSON_RX[@]}" ibv_devices | awk 'NR > 2 { print $1; exit }')}
 index=0
 while IFS=$'\t' read -r id dir bin; do
   index=$((index + 1))
   title=$(sed -n '1s/^# *//p' "$dir/README.md")
   title=${title#"$id "}
+  # An exercise whose lesson needs what this device lacks (run.conf's
+  # needs=, lesson 16's ODP): one line, why, and the kernel it needs.
+  unmet=$(lesson_unmet "${dir%/exercises/*}" "$dev")
+  if [[ -n $unmet ]]; then
+    echo "SKIP $id $title: lesson ${id%%.*} $unmet"
+    continue
+  fi
   report=$(mktemp) || exit 1
   # A fresh bash per exercise: graders cannot see each other's variables or processes.
   # shellcheck disable=SC2016 # $1 and $2 are the inner bash's arguments

@@ -15,6 +15,11 @@
 #   lab_cpus=2                      vCPUs for each lab guest of its capture
 #                                   (LAB_CPUS, docs/lab.md); at most the host's
 #                                   cores; LAB_CPUS, if set, decides instead
+#   needs=odp                       what the device must offer (odp: on-demand
+#                                   paging); where it does not, make tour and
+#                                   make check skip the lesson with one line
+#   lab_kernel=trixie-backports     the LAB_KERNEL its capture's guests boot
+#                                   (docs/lab.md); LAB_KERNEL, if set, decides
 # A value is split into words as the shell would: quotes group words, and
 # nothing is expanded or run. The scripts add -p PORT and --timeout.
 # shellcheck shell=bash
@@ -49,4 +54,23 @@ run_words() {
   local word
   run_text "$1" "$2" | xargs -r printf '%s\n' |
     while IFS= read -r word; do printf '%s\n' "${word//\{server\}/${3:-}}"; done
+}
+
+# lesson_unmet DIR DEV: why device DEV cannot run the lesson in DIR (its
+# run.conf's needs=), as one sentence naming the kernel it needs; nothing
+# when DEV has all it needs. The device is asked through the prefix
+# LESSON_RX (scripts/grade_run.sh: the lab's exec), or here.
+lesson_unmet() {
+  local need kernel
+  local -a rx=("${LESSON_RX[@]}")
+  kernel=$(run_text "$1" lab_kernel)
+  for need in $(run_text "$1" needs); do
+    case $need in
+      odp)
+        # ibv_devinfo -v lists general_odp_caps, then ODP_SUPPORT or NO SUPPORT.
+        "${rx[@]}" ibv_devinfo -v -d "$2" 2>/dev/null | grep -A1 'general_odp_caps:' | grep -q ODP_SUPPORT ||
+          echo "needs on-demand paging, which $2 lacks on Linux $("${rx[@]}" uname -r) (rxe has it from 6.15): run it with LAB_KERNEL=${kernel:-trixie-backports}"
+        ;;
+    esac
+  done
 }

@@ -79,12 +79,19 @@ pair() {
   [[ $client_status -eq 0 && $server_status -eq 0 ]]
 }
 
-failed=()
+failed=() skipped=()
 for n in "${lessons[@]}"; do
   bin=./lesson$n
   dir=$(lesson_dir "$n")
   if [[ ! -x $bin ]]; then
     echo "tour: $bin is not built yet (make), skipping it"
+    continue
+  fi
+  # A lesson whose device lacks what run.conf's needs= names: one line, why.
+  unmet=$(lesson_unmet "$dir" "$dev")
+  if [[ -n $unmet ]]; then
+    echo "tour: lesson $n skipped: $unmet"
+    skipped+=("$n")
     continue
   fi
   port=$((port + 1)) # a fresh port per lesson: no TIME_WAIT surprises
@@ -106,4 +113,4 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   echo "tour: lessons that failed: ${failed[*]}"
   exit 1
 fi
-echo "tour: done"
+echo "tour: done${skipped[*]:+ (skipped: lesson ${skipped[*]})}"

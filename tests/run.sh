@@ -15,7 +15,9 @@
 #   header also says "# needs: two vCPUs" (lesson 11: busy polling needs a
 #   CPU of its own) runs there too, first, in a boot with two vCPUs; the
 #   rest with one, as the first lab has (measured faster for the suites on
-#   2 host cores).
+#   2 host cores). An rxe suite whose header says "# kernel: K" (lesson 16:
+#   trixie-backports, for ODP) runs there too, in a boot of its own with
+#   LAB_KERNEL=K.
 # - "# uses: pair": suites whose `lab.sh pair` runs may go through a pair of
 #   guests that stays up for them (scripts/lab.sh up --pair, LAB_PAIR_DIR):
 #   two boots for all of them. The capture suites do not say it: in a warm
@@ -121,7 +123,7 @@ fi
 
 host_suites=() device_suites=() lab_suites=() guest_suites=() pair_suites=() late_suites=()
 for s in "${suites[@]}"; do
-  if grep -q '^# runs-on: rxe$' "$s" && grep -q '^# needs: two vCPUs$' "$s"; then
+  if grep -q '^# runs-on: rxe$' "$s" && grep -qE '^# (needs: two vCPUs|kernel: .+)$' "$s"; then
     lab_suites+=("$s")
   elif grep -q '^# runs-on: rxe$' "$s"; then
     device_suites+=("$s")
@@ -276,15 +278,25 @@ run_guest() {
 run_lab() {
   export BATS_TEST_TIMEOUT=${given_timeout:-360}
   export LAB_UP_DIR=$second_lab
-  local f two=() one=()
+  local f two=() one=() kernel=()
   for f in "$@"; do
-    if grep -q '^# needs: two vCPUs$' "$f"; then two+=("$f"); else one+=("$f"); fi
+    if grep -q '^# needs: two vCPUs$' "$f"; then
+      two+=("$f")
+    elif grep -qE '^# kernel: .+$' "$f"; then
+      kernel+=("$f")
+    else
+      one+=("$f")
+    fi
   done
   # First with two vCPUs, then with one: the graders' exercises are not
   # about speed, and a second vCPU opens races between a completion and
   # the QP state it reports (exercise 5.2's, on rxe 6.1).
   ((${#two[@]})) && run_in_lab 2 "${two[@]}"
   ((${#one[@]})) && run_in_lab 1 "${one[@]}"
+  # Each "# kernel: K" suite in a boot of that kernel.
+  for f in "${kernel[@]}"; do
+    LAB_KERNEL=$(sed -n 's/^# kernel: //p' "$f") run_in_lab 1 "$f"
+  done
   return 0
 }
 
@@ -292,7 +304,7 @@ run_lab() {
 run_in_lab() {
   local cpus=$1
   shift
-  echo "== the second lab, $cpus vCPU(s), for $*"
+  echo "== the second lab, $cpus vCPU(s)${LAB_KERNEL:+, kernel $LAB_KERNEL}, for $*"
   LAB_CPUS=$cpus scripts/lab.sh up
   each_in_lab "$@"
   scripts/lab.sh down

@@ -54,10 +54,21 @@ section() {
 @test "the tour runs every lesson in order and each prints its result, on both sides" {
   run timeout 600 scripts/tour.sh
   assert_success
-  assert_line "tour: done"
   tour=$output
+  # Lesson 16 needs a device with ODP (not rxe before 6.15): where it has
+  # none, one line says so and names the kernel, and the tour still passes.
+  local expected
+  expected=$(all_lessons)
+  if grep -q '^tour: lesson 16 skipped: ' <<<"$output"; then
+    assert_line --regexp '^tour: lesson 16 skipped: needs on-demand paging, which rxe0 lacks on Linux [^ ]+ \(rxe has it from 6\.15\): run it with LAB_KERNEL=trixie-backports$'
+    assert_line "tour: done (skipped: lesson 16)"
+    expected=${expected/ 16/}
+  else
+    assert_line "tour: done"
+  fi
+  [[ $(grep -c '^tour: lesson [0-9]* skipped: ' <<<"$output") -le 1 ]]
   # The banners, in order.
-  [[ $(grep -o '^===== lesson [0-9]*' <<<"$output" | sed 's/^===== lesson //' | paste -sd' ') == "$(all_lessons)" ]]
+  [[ $(grep -o '^===== lesson [0-9]*' <<<"$output" | sed 's/^===== lesson //' | paste -sd' ') == "$expected" ]]
 
   run section 1
   assert_line --regexp '^result: 1 device\(s\) listed; rxe0 port 1 GID index 1 ::ffff:192\.0\.2\.1 \(RoCE v2\)$'
@@ -100,6 +111,11 @@ section() {
   run section 15
   [[ $(grep -cx 'result: 2 + 3 = 5' <<<"$output") -eq 2 ]] # the sum again, by ibv_wr_send and ibv_start_poll
   assert_line "server: completion IBV_WC_RECV, 16 bytes"
+  if [[ $expected == *" 16"* ]]; then
+    run section 16
+    assert_line --regexp '^result: first touch against again, median per page: WRITE [0-9.]+x, READ [0-9.]+x; the never-written pages READ as zeros \(1024 of 1024 bytes\)$'
+    assert_line "result: all 16 pages the client wrote hold its 1024 bytes"
+  fi
 }
 
 @test "tour.sh N M runs only those lessons" {
