@@ -293,9 +293,12 @@ run_lab() {
   # the QP state it reports (exercise 5.2's, on rxe 6.1).
   ((${#two[@]})) && run_in_lab 2 "${two[@]}"
   ((${#one[@]})) && run_in_lab 1 "${one[@]}"
-  # Each "# kernel: K" suite in a boot of that kernel.
-  for f in "${kernel[@]}"; do
-    LAB_KERNEL=$(sed -n 's/^# kernel: //p' "$f") run_in_lab 1 "$f"
+  # The "# kernel: K" suites, in one boot per kernel K.
+  local k files
+  for k in $(for f in "${kernel[@]}"; do sed -n 's/^# kernel: //p' "$f"; done | sort -u); do
+    files=()
+    for f in "${kernel[@]}"; do grep -qx "# kernel: $k" "$f" && files+=("$f"); done
+    LAB_KERNEL=$k run_in_lab 1 "${files[@]}"
   done
   return 0
 }
