@@ -36,6 +36,21 @@ int64_t parse_range(const std::string& text, const char* what, int64_t min, int6
     return v;
 }
 
+uint64_t parse_hex(const std::string& text, const char* what, int bits) {
+    const bool hex = text.starts_with("0x") || text.starts_with("0X");
+    const std::string digits = hex ? text.substr(2) : text;
+    // strtoull alone would take " 7", "+7", "-7" (as 2^64 - 7) and "0x" (as 0).
+    const bool well_formed =
+        !digits.empty() && digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") == std::string::npos;
+    errno = 0;
+    const unsigned long long v = well_formed ? std::strtoull(digits.c_str(), nullptr, hex ? 16 : 10) : 0;
+    const bool fits = errno != ERANGE && (bits >= 64 || v >> bits == 0);
+    if (!well_formed || !fits)
+        usage_error(std::string(what) + ": '" + text + "' is not a " + std::to_string(bits) +
+                    "-bit number (decimal or 0x hex)");
+    return v;
+}
+
 namespace {
 
 void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {

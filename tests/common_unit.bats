@@ -180,6 +180,37 @@ args="
   assert_usage_error "-n: '101' is out of range -100..100"
 }
 
+@test "a key is read in 0x hex or in decimal, a leading 0 as decimal, up to the width it is given" {
+  run -0 --separate-stderr "$PROBE" -k 0x01234567
+  assert_line "key=0x1234567"
+  run -0 --separate-stderr "$PROBE" -k 0XFFFFFFFF
+  assert_line "key=0xffffffff"
+  run -0 --separate-stderr "$PROBE" -k 19088743
+  assert_line "key=0x1234567"
+  run -0 --separate-stderr "$PROBE" -k 010
+  assert_line "key=0xa"
+  run -0 --separate-stderr "$PROBE" -b 64 -k 0xffffffffffffffff
+  assert_line "key=0xffffffffffffffff"
+  run -0 --separate-stderr "$PROBE" -b 24 -k 0xffffff
+  assert_line "key=0xffffff"
+}
+
+@test "a key that is not a number, is signed or is wider than its width is named in one line, exit 2" {
+  run --separate-stderr "$PROBE" -k 0x1ffffffff
+  assert_usage_error "-k: '0x1ffffffff' is not a 32-bit number (decimal or 0x hex)"
+  run --separate-stderr "$PROBE" -k 4294967296
+  assert_usage_error "-k: '4294967296' is not a 32-bit number (decimal or 0x hex)"
+  run --separate-stderr "$PROBE" -b 24 -k 0x1000000
+  assert_usage_error "-k: '0x1000000' is not a 24-bit number (decimal or 0x hex)"
+  run --separate-stderr "$PROBE" -b 64 -k 0x10000000000000000
+  assert_usage_error "-k: '0x10000000000000000' is not a 64-bit number (decimal or 0x hex)"
+  local bad
+  for bad in key '' 0x 0xg1 -7 +7 ' 7' '7 ' 12ab; do
+    run --separate-stderr "$PROBE" -k "$bad"
+    assert_usage_error "-k: '$bad' is not a 32-bit number (decimal or 0x hex)"
+  done
+}
+
 @test "an option without its argument is named, short or long, exit 2" {
   run --separate-stderr "$PROBE" -d
   assert_usage_error "option -d needs an argument"
