@@ -159,9 +159,9 @@ int main(int argc, char** argv) {
         .synopsis = "[options] [-r R] [-k K] [GROUP]   receivers: R QPs join GROUP (default: 239.1.2.3)\n"
                     "  lesson12_mcast [options] [-k K] HOST           sender: K datagrams, once, to the receivers' group",
         .summary = "multicast over UD: a datagram sent once, a copy for every receiver QP of the group",
-        .timeout_help = "the sender's connect retries and every wait on the peer",
         .notes = "An argument in 224.0.0.0/4 is the GROUP (receivers); any other address is HOST (sender).\n"
                  "Both sides take -k, and must give the same. The sum over UD is ./lesson12.",
+        .timeout_help = "the sender's connect retries and every wait on the peer",
         .server_scope = "The receivers listen on every address of this host (IPv4 and IPv6, port -p) and serve\n"
                         "one sender: the first connection that goes wrong ends them (exit 1). Run them where you\n"
                         "trust whoever can reach that port.",
