@@ -385,6 +385,9 @@ args="
   done
   run -0 ./lesson9 -h
   assert_output --partial "The server listens on every address of this host (or only -b's), RDMA CM port -p,"
+  # Lesson 12's multicast receivers are its second program's server, of one sender.
+  run -0 ./lesson12_mcast -h
+  assert_output --partial "The receivers listen on every address of this host (IPv4 and IPv6, port -p) and serve"
   run -0 ./lesson7 -h
   assert_output --partial "CLIENTS clients together: the first connection that goes wrong ends it for all"
   # Lesson 13 serves many clients: a bad one is dropped, not the end of the server.

@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     };
     const wb::Usage usage = {
         .synopsis = "[options] [-r R] [-k K] [GROUP]   receivers: R QPs join GROUP (default: 239.1.2.3)\n"
-                    "  lesson12_mcast [options] [-k K] HOST           sender: K datagrams, once, to the receivers' group",
+                    "  lesson12_mcast [options] [-k K] HOST             sender: K datagrams, once, to the receivers' group",
         .summary = "multicast over UD: a datagram sent once, a copy for every receiver QP of the group",
         .notes = "An argument in 224.0.0.0/4 is the GROUP (receivers); any other address is HOST (sender).\n"
                  "Both sides take -k, and must give the same. The sum over UD is ./lesson12.",
