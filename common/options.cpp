@@ -61,8 +61,9 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
         if (usage.no_address_options) std::printf("  -i, -g                not taken: %s\n", usage.no_address_options);
     } else {
         std::printf("  -i, --ib-port=PORT    port of the device (default: 1)\n");
-        std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
-                    "                        LID addressing on InfiniBand)\n");
+        if (usage.gid)
+            std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
+                        "                        LID addressing on InfiniBand)\n");
     }
     if (usage.network) {
         std::printf("  -p, --port=PORT       %s (default: %u)\n",
@@ -112,9 +113,12 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
         {"help", no_argument, nullptr, 'h'},
     };
     if (usage.port_and_gid || usage.no_address_options) {
-        shortopts += "i:g:";
+        shortopts += "i:";
         longopts.push_back({"ib-port", required_argument, nullptr, 'i'});
-        longopts.push_back({"gid-idx", required_argument, nullptr, 'g'});
+        if (usage.gid || !usage.port_and_gid) {
+            shortopts += "g:";
+            longopts.push_back({"gid-idx", required_argument, nullptr, 'g'});
+        }
     }
     if (usage.network) shortopts += "p:";
     if (usage.network) {

@@ -79,6 +79,9 @@ struct Usage {
     // What the server of a network lesson listens on and how many clients it
     // serves, for -h; nullptr: the one-shot server's kOneShotServer.
     const char* server_scope = nullptr;
+    // False when the lesson reads a port but no GID (lesson15_probe): -h
+    // lists -i but not -g, and -g is refused as an unknown option.
+    bool gid = true;
 };
 
 // The server of most two-process lessons: one client, then exit.

@@ -145,6 +145,18 @@ args="
   assert_usage_error "unknown option '--ib-port'"
 }
 
+@test "a lesson that reads a port but no GID lists and takes -i, not -g" {
+  PROBE_NO_GID=1 run -0 --separate-stderr "$PROBE" -h
+  assert_line --partial "-i, --ib-port=PORT    port of the device (default: 1)"
+  refute_line --partial "--gid-idx"
+  PROBE_NO_GID=1 run -0 --separate-stderr "$PROBE" -i 2
+  assert_line "ib_port=2"
+  PROBE_NO_GID=1 run --separate-stderr "$PROBE" -g 1
+  assert_usage_error "unknown option '-g'"
+  PROBE_NO_GID=1 run --separate-stderr "$PROBE" --gid-idx=1
+  assert_usage_error "unknown option '--gid-idx'"
+}
+
 @test "a lesson that says why it takes no port or GID shows the reason in -h and in the refusal" {
   PROBE_NO_PORT_GID="rdma_cm picks them" run --separate-stderr "$PROBE" -h
   assert_success

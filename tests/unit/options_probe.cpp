@@ -6,6 +6,7 @@
 //   PROBE_NO_NETWORK=1 build/tests/options_probe ...   as a lesson without a peer
 //   PROBE_NO_PORT_GID=1 ...          as a lesson that reads no port or GID (lesson 2)
 //   PROBE_NO_PORT_GID="why" ...      the same, saying why in -h and in the refusal (lesson 9)
+//   PROBE_NO_GID=1 ...               as a lesson that reads a port but no GID (lesson15_probe)
 //
 // It has options of its own, as a lesson would: -n/--count N (a number
 // that may be negative, parsed with parse_range), -v/--verbose (a flag), and
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
         .numbers_after_host = !(no_network && std::string(no_network) == "1"),
         .port_and_gid = no_port_gid == nullptr,
         .no_address_options = why.empty() || why == "1" ? nullptr : why.c_str(),
+        .gid = std::getenv("PROBE_NO_GID") == nullptr,
     };
     wb::Options opt = wb::parse_options(argc, argv, usage, extra);
 
