@@ -366,9 +366,9 @@ int main(int argc, char** argv) {
     }
     // 9. Detach before the QPs are destroyed: rxe refuses to destroy a QP
     //    that is still attached to a group (EBUSY from ibv_destroy_qp, and
-    //    then its CQs and the PD are busy too). Then leave the group, the counterpart of
-    //    rdma_join_multicast: it frees what librdmacm keeps for the join
-    //    (rdma_destroy_id alone would leak it).
+    //    then its CQs and the PD are busy too). Then leave the group, the
+    //    counterpart of rdma_join_multicast: it frees what librdmacm keeps
+    //    for the join (rdma_destroy_id alone would leak it).
     for (int i = 0; i < qps; ++i) CHECK_RC(ibv_detach_mcast(qp[i].get(), &group_gid, 0));
     CHECK_ERRNO(rdma_leave_multicast(id.get(), reinterpret_cast<sockaddr*>(&group)));
     if (sender_count != 0 && sender_count != count)
