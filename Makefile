@@ -64,7 +64,9 @@ $(foreach v,$(TARGET_VARS),$(if $(or $(word 2,$($(v))),$(call strip_chars,$($(v)
   $(error $(v)='$($(v))' is not one plain word (letters, digits, '.', '_', '-'): e.g. make capture LESSON=4)))
 export $(TARGET_VARS)
 
-# One lesson per folder: lessons/NN_topic/lessonN.cpp becomes ./lessonN.
+# One lesson per folder: lessons/NN_topic/lessonN.cpp becomes ./lessonN, and a
+# second program of the lesson beside it, lessonN_NAME.cpp, ./lessonN_NAME
+# (lesson12_mcast, lesson15_probe).
 LESSON_SRCS := $(sort $(wildcard lessons/[0-9][0-9]_*/lesson*.cpp))
 LESSONS     := $(notdir $(basename $(LESSON_SRCS)))
 COMMON_SRCS := $(wildcard common/*.cpp)

@@ -245,6 +245,26 @@ void check_cm_event(const rdma_cm_event* ev, rdma_cm_event_type expected) {
          hint);
 }
 
+rdma_cm_event* take_cm_event(rdma_event_channel* ec, rdma_cm_event_type waiting_for, int timeout_s) {
+    pollfd p{.fd = ec->fd, .events = POLLIN, .revents = 0};
+    if (CHECK_ERRNO(poll(&p, 1, timeout_s < 0 ? -1 : timeout_s * 1000)) == 0)
+        fail("no rdma_cm event within " + std::to_string(timeout_s) + " s while waiting for " +
+                 rdma_event_str(waiting_for),
+             waiting_for == RDMA_CM_EVENT_MULTICAST_JOIN  // answered by this host's rdma_cm, not by a peer
+                 ? "is the RDMA netdev up? (rdma link show)"
+                 : "is the peer still running and reachable? raise --timeout if the machine is slow");
+    rdma_cm_event* ev = nullptr;
+    CHECK_ERRNO(rdma_get_cm_event(ec, &ev));
+    std::printf("cm event: %s\n", rdma_event_str(ev->event));
+    return ev;
+}
+
+rdma_cm_event* next_cm_event(rdma_event_channel* ec, rdma_cm_event_type expected, int timeout_s) {
+    rdma_cm_event* ev = take_cm_event(ec, expected, timeout_s);
+    check_cm_event(ev, expected);
+    return ev;
+}
+
 sockaddr_storage ip_address(const std::string& host, uint16_t port, const char* what) {
     addrinfo hints{};
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;  // rdma_cm needs an address, not a name

@@ -36,6 +36,21 @@ int64_t parse_range(const std::string& text, const char* what, int64_t min, int6
     return v;
 }
 
+uint64_t parse_hex(const std::string& text, const char* what, int bits) {
+    const bool hex = text.starts_with("0x") || text.starts_with("0X");
+    const std::string digits = hex ? text.substr(2) : text;
+    // strtoull alone would take " 7", "+7", "-7" (as 2^64 - 7) and "0x" (as 0).
+    const bool well_formed =
+        !digits.empty() && digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") == std::string::npos;
+    errno = 0;
+    const unsigned long long v = well_formed ? std::strtoull(digits.c_str(), nullptr, hex ? 16 : 10) : 0;
+    const bool fits = errno != ERANGE && (bits >= 64 || v >> bits == 0);
+    if (!well_formed || !fits)
+        usage_error(std::string(what) + ": '" + text + "' is not a " + std::to_string(bits) +
+                    "-bit number (decimal or 0x hex)");
+    return v;
+}
+
 namespace {
 
 void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
@@ -46,8 +61,9 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
         if (usage.no_address_options) std::printf("  -i, -g                not taken: %s\n", usage.no_address_options);
     } else {
         std::printf("  -i, --ib-port=PORT    port of the device (default: 1)\n");
-        std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
-                    "                        LID addressing on InfiniBand)\n");
+        if (usage.gid)
+            std::printf("  -g, --gid-idx=INDEX   GID index (default: chosen by type, RoCE v2 IPv4-mapped first;\n"
+                        "                        LID addressing on InfiniBand)\n");
     }
     if (usage.network) {
         std::printf("  -p, --port=PORT       %s (default: %u)\n",
@@ -97,9 +113,12 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
         {"help", no_argument, nullptr, 'h'},
     };
     if (usage.port_and_gid || usage.no_address_options) {
-        shortopts += "i:g:";
+        shortopts += "i:";
         longopts.push_back({"ib-port", required_argument, nullptr, 'i'});
-        longopts.push_back({"gid-idx", required_argument, nullptr, 'g'});
+        if (usage.gid || !usage.port_and_gid) {
+            shortopts += "g:";
+            longopts.push_back({"gid-idx", required_argument, nullptr, 'g'});
+        }
     }
     if (usage.network) shortopts += "p:";
     if (usage.network) {

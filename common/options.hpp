@@ -79,6 +79,9 @@ struct Usage {
     // What the server of a network lesson listens on and how many clients it
     // serves, for -h; nullptr: the one-shot server's kOneShotServer.
     const char* server_scope = nullptr;
+    // False when the lesson reads a port but no GID (lesson15_probe): -h
+    // lists -i but not -g, and -g is refused as an unknown option.
+    bool gid = true;
 };
 
 // The server of most two-process lessons: one client, then exit.
@@ -97,5 +100,10 @@ Options parse_options(int argc, char** argv, const Usage& usage,
 // Parse helpers: `what` names the argument in the error ("-n", "A").
 int64_t parse_i64(const std::string& text, const char* what);
 int64_t parse_range(const std::string& text, const char* what, int64_t min, int64_t max);
+// An unsigned number of at most `bits` bits (1..64), written in hex with 0x
+// ("0x01234567") or in decimal ("19088743"), as Q_Keys and keys are written;
+// a leading 0 is decimal, never octal. Misuse names `what` and the width:
+// "-q: '0x1ffffffff' is not a 32-bit number (decimal or 0x hex)".
+uint64_t parse_hex(const std::string& text, const char* what, int bits);
 
 }  // namespace wb

@@ -59,7 +59,18 @@ folder() {
 }
 
 name_of() { echo "ex${1/./_}"; }
-lesson_of() { compgen -G "${1%/exercises/*}/lesson*.cpp"; }
+# lesson_of DIR: the lesson program DIR's starter.patch is made from: the one
+# its base: line names (12.2: lessons/12_ud_multicast/lesson12_mcast.cpp, a
+# lesson's second program), else the lesson's lessonN.cpp.
+lesson_of() {
+  local base
+  base=$(sed -n '2s/^base: \(lessons\/[^ ]*\.cpp\) blob [0-9a-f]*$/\1/p' "$1/starter.patch" 2>/dev/null)
+  if [[ -n $base && -f $base && $base == "${1%/exercises/*}"/* ]]; then
+    echo "$base"
+  else
+    compgen -G "${1%/exercises/*}/lesson*.cpp" | grep -E '/lesson[0-9]+\.cpp$'
+  fi
+}
 solution_patch_of() { echo "$(dirname "$1")/solutions/$(name_of "$(basename "$1")").patch"; }
 
 # A folder of our own, outside any git checkout (git apply in a checkout's

@@ -24,6 +24,9 @@
 # nothing is expanded or run. The scripts add -p PORT and --timeout.
 # shellcheck shell=bash
 
+# A lesson is numbered by its lessonN.cpp; a second program beside it
+# (lesson12_mcast.cpp, lesson15_probe.cpp) is part of lesson N, not a lesson.
+
 # lesson_dir N: the folder of lesson N (lessons/NN_topic); fails, printing
 # nothing, when N is not a lesson's number.
 lesson_dir() {
@@ -39,7 +42,8 @@ lesson_numbers() {
   local src
   for src in lessons/*/lesson*.cpp; do
     src=${src##*/lesson}
-    echo "${src%.cpp}"
+    src=${src%.cpp}
+    [[ $src =~ ^[0-9]+$ ]] && echo "$src"
   done | sort -n
 }
 

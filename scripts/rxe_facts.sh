@@ -6,7 +6,7 @@
 #
 # For each kernel it brings up a lab of its own (LAB_KERNEL=KERNEL, a
 # private LAB_UP_DIR: a lab you have up is not touched), runs there
-#   ./lesson15 --probe                         the capability matrix
+#   ./lesson15_probe                           the capability matrix
 #   build/tests/rxe_facts retry7               a SEND with retry_cnt 7 to nobody
 #   build/tests/rxe_facts rnr --retry-cnt 6    an RNR wait (rnr_retry 7, retry_cnt 6)
 # keeps each kernel's raw output in build/rxe-facts/KERNEL.txt and writes
@@ -19,7 +19,7 @@ kernels=("$@")
 [[ ${#kernels[@]} -gt 0 ]] || kernels=(bookworm trixie trixie-backports)
 out=build/rxe-facts
 mkdir -p "$out" build/tests
-make -s lesson15 build/libworkbook.a
+make -s lesson15_probe build/libworkbook.a
 g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-missing-field-initializers -Icommon \
   tests/helpers/rxe_facts.cpp build/libworkbook.a -libverbs -lrdmacm -o build/tests/rxe_facts
 
@@ -33,7 +33,7 @@ for kernel in "${kernels[@]}"; do
     echo "== kernel"
     scripts/lab.sh exec -- uname -r
     echo "== probe"
-    scripts/lab.sh exec -- ./lesson15 --probe || true
+    scripts/lab.sh exec -- ./lesson15_probe || true
     echo "== retry7"
     scripts/lab.sh exec -- build/tests/rxe_facts retry7 --wait 15 || true
     echo "== rnr"

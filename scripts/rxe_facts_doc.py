@@ -62,11 +62,11 @@ def main(folder):
     p('| | ' + ' | '.join(kernels) + ' |')
     p('|---|' + '---|' * len(kernels))
     p('| kernel | ' + ' | '.join(version[k] for k in kernels) + ' |')
-    p('| `./lesson15 --probe`: features | ' + ' | '.join(results.get(k, '?') for k in kernels) + ' |')
+    p('| `./lesson15_probe`: features | ' + ' | '.join(results.get(k, '?') for k in kernels) + ' |')
     for name in rows:
         p(f'| {name} | ' + ' | '.join(features.get((name, k), '?') for k in kernels) + ' |')
     p()
-    p('Limits (`./lesson15 --probe`: ibv_query_device_ex, ibv_query_port;')
+    p('Limits (`./lesson15_probe`: ibv_query_device_ex, ibv_query_port;')
     p('max_inline_data: what ibv_create_qp took):')
     p()
     p('| | ' + ' | '.join(kernels) + ' |')

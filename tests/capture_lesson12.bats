@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# Lesson 12 across two lab guests joined by a virtual cable: what UD and
-# multicast look like on the wire. Runs on the host: every test boots a pair
+# Lesson 12 across two lab guests joined by a virtual cable: what UD
+# (./lesson12, as make capture LESSON=12 runs it) and multicast
+# (./lesson12_mcast, its second program) look like on the wire. Runs on the host: every test boots a pair
 # of guests itself (the setup and helpers are tests/capture.bats's).
 
 bats_require_minimum_version 1.5.0
@@ -31,11 +32,11 @@ setup() { capture_setup; }
   assert_equal "$((rdest))" "$((src))" # ...to the QP the DETH named as the source
 }
 
-@test "lesson 12 multicast across two guests: one datagram per SEND on the wire to 239.1.2.3, QP 0xFFFFFF, three receivers get each" {
+@test "lesson 12's multicast program across two guests: one datagram per SEND on the wire to 239.1.2.3, QP 0xFFFFFF, three receivers get each" {
   local pcap="$BATS_TEST_TMPDIR/mcast.pcap"
   run timeout 300 scripts/lab.sh pair --timeout 240 --pcap "$pcap" \
-    --a "./lesson12 --timeout 60 --mcast" \
-    --b "./lesson12 --timeout 60 --mcast 192.0.2.1"
+    --a "./lesson12_mcast --timeout 60" \
+    --b "./lesson12_mcast --timeout 60 192.0.2.1"
   assert_success
   assert_output --partial "[b] result: sent 3 datagrams once to group 239.1.2.3"
   assert_output --partial "[a] result: each of 3 receivers got all 3 datagrams"

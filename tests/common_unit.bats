@@ -147,6 +147,18 @@ args="
   assert_usage_error "unknown option '--ib-port'"
 }
 
+@test "a lesson that reads a port but no GID lists and takes -i, not -g" {
+  PROBE_NO_GID=1 run -0 --separate-stderr "$PROBE" -h
+  assert_line --partial "-i, --ib-port=PORT    port of the device (default: 1)"
+  refute_line --partial "--gid-idx"
+  PROBE_NO_GID=1 run -0 --separate-stderr "$PROBE" -i 2
+  assert_line "ib_port=2"
+  PROBE_NO_GID=1 run --separate-stderr "$PROBE" -g 1
+  assert_usage_error "unknown option '-g'"
+  PROBE_NO_GID=1 run --separate-stderr "$PROBE" --gid-idx=1
+  assert_usage_error "unknown option '--gid-idx'"
+}
+
 @test "a lesson that says why it takes no port or GID shows the reason in -h and in the refusal" {
   PROBE_NO_PORT_GID="rdma_cm picks them" run --separate-stderr "$PROBE" -h
   assert_success
@@ -180,6 +192,37 @@ args="
   assert_usage_error "--timeout: '0' is out of range 1..86400"
   run --separate-stderr "$PROBE" -n 101
   assert_usage_error "-n: '101' is out of range -100..100"
+}
+
+@test "a key is read in 0x hex or in decimal, a leading 0 as decimal, up to the width it is given" {
+  run -0 --separate-stderr "$PROBE" -k 0x01234567
+  assert_line "key=0x1234567"
+  run -0 --separate-stderr "$PROBE" -k 0XFFFFFFFF
+  assert_line "key=0xffffffff"
+  run -0 --separate-stderr "$PROBE" -k 19088743
+  assert_line "key=0x1234567"
+  run -0 --separate-stderr "$PROBE" -k 010
+  assert_line "key=0xa"
+  run -0 --separate-stderr "$PROBE" -b 64 -k 0xffffffffffffffff
+  assert_line "key=0xffffffffffffffff"
+  run -0 --separate-stderr "$PROBE" -b 24 -k 0xffffff
+  assert_line "key=0xffffff"
+}
+
+@test "a key that is not a number, is signed or is wider than its width is named in one line, exit 2" {
+  run --separate-stderr "$PROBE" -k 0x1ffffffff
+  assert_usage_error "-k: '0x1ffffffff' is not a 32-bit number (decimal or 0x hex)"
+  run --separate-stderr "$PROBE" -k 4294967296
+  assert_usage_error "-k: '4294967296' is not a 32-bit number (decimal or 0x hex)"
+  run --separate-stderr "$PROBE" -b 24 -k 0x1000000
+  assert_usage_error "-k: '0x1000000' is not a 24-bit number (decimal or 0x hex)"
+  run --separate-stderr "$PROBE" -b 64 -k 0x10000000000000000
+  assert_usage_error "-k: '0x10000000000000000' is not a 64-bit number (decimal or 0x hex)"
+  local bad
+  for bad in key '' 0x 0xg1 -7 +7 ' 7' '7 ' 12ab; do
+    run --separate-stderr "$PROBE" -k "$bad"
+    assert_usage_error "-k: '$bad' is not a 32-bit number (decimal or 0x hex)"
+  done
 }
 
 @test "an option without its argument is named, short or long, exit 2" {
@@ -356,6 +399,9 @@ args="
   done
   run -0 ./lesson9 -h
   assert_output --partial "The server listens on every address of this host (or only -b's), RDMA CM port -p,"
+  # Lesson 12's multicast receivers are its second program's server, of one sender.
+  run -0 ./lesson12_mcast -h
+  assert_output --partial "The receivers listen on every address of this host (IPv4 and IPv6, port -p) and serve"
   run -0 ./lesson7 -h
   assert_output --partial "CLIENTS clients together: the first connection that goes wrong ends it for all"
   # Lesson 13 serves many clients: a bad one is dropped, not the end of the server.

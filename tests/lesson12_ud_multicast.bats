@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
 # runs-on: rxe
-# Lesson 12: unreliable datagrams. The sum over UD QPs, datagrams lost without
-# a word (no receive posted, a wrong Q_Key), and multicast fan-out, all run
-# for real on an RDMA device (Soft-RoCE in the lab). Server, client, sender
-# and receivers share one rxe port here, so its counters count both ends.
+# Lesson 12: unreliable datagrams. The sum over UD QPs (./lesson12),
+# datagrams lost without a word (no receive posted, a wrong Q_Key), and
+# multicast fan-out (./lesson12_mcast), all run for real on an RDMA device
+# (Soft-RoCE in the lab). Server, client, sender and receivers share one rxe
+# port here, so its counters count both ends.
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -152,9 +153,9 @@ start_fake_server() {
 @test "multicast: three receivers each get every one of three datagrams the sender sent once" {
   local sent recvs
   sent=$(counter sent_pkts) recvs=$(counter rdma_recvs)
-  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast
+  start_server ./lesson12_mcast -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a sender"
-  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast 127.0.0.1
+  run rx ./lesson12_mcast -p "$PORT" --timeout 20 127.0.0.1
   assert_success
   assert_line "sender: group GID ::ffff:239.1.2.3 = IPv4 239.1.2.3 = Ethernet 01:00:5e:01:02:03; QP 0xffffff, Q_Key 0x01234567"
   assert_line 'sender: "datagram 3 of 3" sent once, completion IBV_WC_SUCCESS'
@@ -178,9 +179,9 @@ start_fake_server() {
 }
 
 @test "multicast to a group of our choosing, with R receivers and K datagrams" {
-  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 5 -k 2 239.9.8.7
+  start_server ./lesson12_mcast -p "$PORT" --timeout 20 -r 5 -k 2 239.9.8.7
   wait_for_server_line "waiting for a sender"
-  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
+  run rx ./lesson12_mcast -p "$PORT" --timeout 20 -k 2 127.0.0.1
   assert_success
   assert_line "sender: group GID ::ffff:239.9.8.7 = IPv4 239.9.8.7 = Ethernet 01:00:5e:09:08:07; QP 0xffffff, Q_Key 0x01234567"
   wait_server 20
@@ -191,9 +192,9 @@ start_fake_server() {
 }
 
 @test "receivers that expect more datagrams than the sender sends say the two sides' -k differ, not that datagrams were lost" {
-  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 2 -k 3
+  start_server ./lesson12_mcast -p "$PORT" --timeout 20 -r 2 -k 3
   wait_for_server_line "waiting for a sender"
-  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 2 127.0.0.1
+  run rx ./lesson12_mcast -p "$PORT" --timeout 20 -k 2 127.0.0.1
   assert_success
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
@@ -204,9 +205,9 @@ start_fake_server() {
 }
 
 @test "receivers that expect fewer datagrams than the sender sends say the counts differ too" {
-  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast -r 1 -k 2
+  start_server ./lesson12_mcast -p "$PORT" --timeout 20 -r 1 -k 2
   wait_for_server_line "waiting for a sender"
-  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 3 127.0.0.1
+  run rx ./lesson12_mcast -p "$PORT" --timeout 20 -k 3 127.0.0.1
   assert_success
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
@@ -216,7 +217,7 @@ start_fake_server() {
 }
 
 @test "a multicast sender with no receivers yet says so as the sender, not as a client" {
-  run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 2 --mcast 127.0.0.1
+  run -1 --separate-stderr rx ./lesson12_mcast -p "$PORT" --timeout 2 127.0.0.1
   assert_line --regexp "^sender: 127\.0\.0\.1:$PORT did not answer \(ECONNREFUSED \(Connection refused\)\); retrying for up to 2 s$"
   refute_line --partial "client:"
   # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
@@ -228,9 +229,9 @@ start_fake_server() {
   lsan=$(gcc -print-file-name=liblsan.so 2>/dev/null)
   [[ $lsan == /* && -f $lsan ]] || skip "no liblsan.so here (gcc's LeakSanitizer runtime)"
   # LD_PRELOAD: LeakSanitizer checks an uninstrumented program at its exit.
-  start_server env LD_PRELOAD="$lsan" ./lesson12 -p "$PORT" --timeout 20 --mcast -r 2 -k 1
+  start_server env LD_PRELOAD="$lsan" ./lesson12_mcast -p "$PORT" --timeout 20 -r 2 -k 1
   wait_for_server_line "waiting for a sender"
-  run rx ./lesson12 -p "$PORT" --timeout 20 --mcast -k 1 127.0.0.1
+  run rx ./lesson12_mcast -p "$PORT" --timeout 20 -k 1 127.0.0.1
   assert_success
   wait_server 20
   run cat "$SERVER_ERR"
@@ -239,14 +240,14 @@ start_fake_server() {
 }
 
 @test "a unicast client refuses multicast receivers, and a multicast sender a unicast server" {
-  start_server ./lesson12 -p "$PORT" --timeout 20 --mcast
+  start_server ./lesson12_mcast -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a sender"
   run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 10 127.0.0.1 2 3
   [[ "$stderr" == *"the peer 127.0.0.1:$PORT runs multicast receivers"* ]]
   wait_server 20
   start_server ./lesson12 -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client"
-  run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 10 --mcast 127.0.0.1
+  run -1 --separate-stderr rx ./lesson12_mcast -p "$PORT" --timeout 10 127.0.0.1
   # The server's QP number in hex, as on every other line.
   [[ "$stderr" =~ "the peer 127.0.0.1:$PORT is not multicast receivers (it gave QP 0x"[0-9a-f]+", not 0xffffff)" ]]
 }
@@ -261,7 +262,7 @@ start_fake_server() {
 
 @test "multicast receivers given --timeout and no sender give up" {
   local start=$SECONDS
-  run -1 --separate-stderr rx ./lesson12 -p "$PORT" --timeout 2 --mcast
+  run -1 --separate-stderr rx ./lesson12_mcast -p "$PORT" --timeout 2
   [ $((SECONDS - start)) -le 8 ]
   assert_line --partial "receivers: waiting for a sender"
   [[ "$stderr" == *"2 s"* ]]
@@ -271,28 +272,53 @@ start_fake_server() {
   run -2 --separate-stderr rx ./lesson12 127.0.0.1 two 3
   assert_equal "$stderr" "lesson12: A: 'two' is not a whole number (see lesson12 -h)"
   run -2 --separate-stderr rx ./lesson12 -q 0x1ffffffff 127.0.0.1 2 3
-  assert_equal "$stderr" "lesson12: -q: '0x1ffffffff' is not a 32-bit Q_Key (decimal or 0x hex) (see lesson12 -h)"
+  assert_equal "$stderr" "lesson12: -q: '0x1ffffffff' is not a 32-bit number (decimal or 0x hex) (see lesson12 -h)"
   run -2 --separate-stderr rx ./lesson12 -q key 127.0.0.1 2 3
-  assert_equal "$stderr" "lesson12: -q: 'key' is not a 32-bit Q_Key (decimal or 0x hex) (see lesson12 -h)"
-  run -2 --separate-stderr rx ./lesson12 --mcast -r 9
-  assert_equal "$stderr" "lesson12: -r: '9' is out of range 1..8 (see lesson12 -h)"
-  run -2 --separate-stderr rx ./lesson12 --mcast -k many 127.0.0.1
-  assert_equal "$stderr" "lesson12: -k: 'many' is not a whole number (see lesson12 -h)"
-  run -2 --separate-stderr rx ./lesson12 --mcast -r 2 127.0.0.1
-  assert_equal "$stderr" "lesson12: -r is a receivers' option (no HOST) (see lesson12 -h)"
-  run -2 --separate-stderr rx ./lesson12 -r 2
-  assert_equal "$stderr" "lesson12: -r and -k need --mcast (see lesson12 -h)"
+  assert_equal "$stderr" "lesson12: -q: 'key' is not a 32-bit number (decimal or 0x hex) (see lesson12 -h)"
   run -2 --separate-stderr rx ./lesson12 --no-recv 127.0.0.1 2 3
   assert_equal "$stderr" "lesson12: -n is a server option (see lesson12 -h)"
   run -2 --separate-stderr rx ./lesson12 -q 7
   assert_equal "$stderr" "lesson12: -B and -q are client options (see lesson12 -h)"
+  # Multicast is the other program: lesson12 has no multicast options.
+  run -2 --separate-stderr rx ./lesson12 --mcast
+  assert_equal "$stderr" "lesson12: unknown option '--mcast' (see lesson12 -h)"
+  run -2 --separate-stderr rx ./lesson12 -r 2
+  assert_equal "$stderr" "lesson12: unknown option '-r' (see lesson12 -h)"
   assert_equal "$output" ""
 }
 
-@test "-h prints the usage with its defaults and exits 0" {
+@test "the multicast program's bad counts, misplaced options and extra arguments are one-line usage errors" {
+  run -2 --separate-stderr rx ./lesson12_mcast -r 9
+  assert_equal "$stderr" "lesson12_mcast: -r: '9' is out of range 1..8 (see lesson12_mcast -h)"
+  run -2 --separate-stderr rx ./lesson12_mcast -k many 127.0.0.1
+  assert_equal "$stderr" "lesson12_mcast: -k: 'many' is not a whole number (see lesson12_mcast -h)"
+  run -2 --separate-stderr rx ./lesson12_mcast -k 17
+  assert_equal "$stderr" "lesson12_mcast: -k: '17' is out of range 1..16 (see lesson12_mcast -h)"
+  run -2 --separate-stderr rx ./lesson12_mcast -r 2 127.0.0.1
+  assert_equal "$stderr" "lesson12_mcast: -r is a receivers' option (no HOST) (see lesson12_mcast -h)"
+  run -2 --separate-stderr rx ./lesson12_mcast 239.1.2.3 127.0.0.1
+  assert_equal "$stderr" "lesson12_mcast: give one GROUP or one HOST, not 2 arguments (see lesson12_mcast -h)"
+  run -2 --separate-stderr rx ./lesson12_mcast -q 7
+  assert_equal "$stderr" "lesson12_mcast: unknown option '-q' (see lesson12_mcast -h)"
+  assert_equal "$output" ""
+}
+
+@test "-h prints the usage with its defaults and exits 0, and names the other program" {
   run -0 rx ./lesson12 -h
   assert_line --partial "lesson12 [options] HOST A B"
-  assert_line --partial "lesson12 --mcast [-r R] [GROUP]"
   assert_line --partial "(default: 0x01234567, the server's; any other is dropped)"
-  assert_line --partial "1..8 (default: 3)"
+  assert_line --partial "(default: 16, one request)"
+  assert_line --partial "server: post the receive 1.5 s after the exchange (default: before)"
+  assert_line "Multicast is the lesson's second program: ./lesson12_mcast -h."
+  refute_line --partial "receivers: R QPs"
+}
+
+@test "the multicast program's -h prints its usage with every default and exits 0" {
+  run -0 rx ./lesson12_mcast -h
+  assert_line --partial "lesson12_mcast [options] [-r R] [-k K] [GROUP]   receivers: R QPs join GROUP (default: 239.1.2.3)"
+  assert_line --partial "lesson12_mcast [options] [-k K] HOST"
+  assert_line --regexp '^  -r, --receivers=R +receivers: R QPs join the group, 1\.\.8 \(default: 3\)$'
+  assert_line --regexp '^  -k, --count=K +.*1\.\.16 \(default: 3\)$'
+  assert_line --regexp '^  -p, --port=PORT +TCP port of the out-of-band exchange \(default: 18515\)$'
+  assert_line --partial "The sum over UD is ./lesson12."
 }

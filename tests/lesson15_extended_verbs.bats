@@ -2,8 +2,8 @@
 # runs-on: rxe
 # Lesson 15: the extended verbs. Lesson 4's sum, posted with ibv_wr_* and
 # polled with ibv_start_poll, runs for real on an RDMA device (Soft-RoCE in
-# the lab); --probe's capability matrix is checked against `ibv_devinfo -v`
-# on every row that both show.
+# the lab); the lesson's second program, ./lesson15_probe, prints a capability
+# matrix that is checked against `ibv_devinfo -v` on every row that both show.
 # shellcheck disable=SC2030,SC2031 # each @test runs in its own process: what one sets stays in it, as meant
 bats_require_minimum_version 1.5.0
 
@@ -135,12 +135,12 @@ devinfo_value() {
 }
 
 probe_and_devinfo() {
-  run -0 rx ./lesson15 --probe
+  run -0 rx ./lesson15_probe
   probe=$output
   devinfo=$(rx ibv_devinfo -v -d "$RDMA_DEV")
 }
 
-@test "--probe prints every row of the matrix and a result line" {
+@test "lesson15_probe prints every row of the matrix and a result line" {
   probe_and_devinfo
   local f
   for f in "RC queue pairs" "UC queue pairs" "UD queue pairs" "XRC" "shared receive queues" \
@@ -151,7 +151,7 @@ probe_and_devinfo() {
   assert_line --regexp "^result: $RDMA_DEV has [0-9]+ of the 14 features$"
 }
 
-@test "--probe agrees with ibv_devinfo -v on XRC, memory windows, SRQ, atomics, ODP and timestamps" {
+@test "lesson15_probe agrees with ibv_devinfo -v on XRC, memory windows, SRQ, atomics, ODP and timestamps" {
   probe_and_devinfo
   assert_equal "$(probe_row XRC)" "$(devinfo_flag XRC)"
   local mw1=no mw2=no srq=no atomics=yes odp timestamps=yes
@@ -170,7 +170,7 @@ probe_and_devinfo() {
   assert_equal "$(probe_row "completion timestamps")" "$timestamps"
 }
 
-@test "--probe reads atomic write and flush from the same device_cap_flags_ex that ibv_devinfo -v prints" {
+@test "lesson15_probe reads atomic write and flush from the same device_cap_flags_ex that ibv_devinfo -v prints" {
   probe_and_devinfo
   local ex atomic_write=no flush=no
   ex=$(devinfo_value device_cap_flags_ex)
@@ -181,7 +181,7 @@ probe_and_devinfo() {
   assert_equal "$(probe_row flush)" "$flush"
 }
 
-@test "--probe prints the limits with the values ibv_devinfo -v prints" {
+@test "lesson15_probe prints the limits with the values ibv_devinfo -v prints" {
   probe_and_devinfo
   local name want got
   for name in max_qp max_qp_wr max_sge max_sge_rd max_cq max_cqe max_mr max_pd max_mw max_srq max_srq_wr \
@@ -193,7 +193,7 @@ probe_and_devinfo() {
   done
 }
 
-@test "--probe on rxe: RC, UC, UD, SRQ, both memory windows, inline and atomics yes; the rest no, each saying who has it" {
+@test "lesson15_probe on rxe: RC, UC, UD, SRQ, both memory windows, inline and atomics yes; the rest no, each saying who has it" {
   rx ibv_devinfo -d "$RDMA_DEV" | grep -qE 'vendor_id:[[:space:]]+0xffffff$' || skip "not Soft-RoCE"
   probe_and_devinfo
   local f
@@ -217,17 +217,25 @@ probe_and_devinfo() {
 
 # --- misuse ---------------------------------------------------------------------
 
-@test "--probe with a host, -B, -g, -p or --timeout is a one-line usage error" {
-  run -2 --separate-stderr rx ./lesson15 --probe 127.0.0.1
-  assert_equal "$stderr" "lesson15: --probe asks this host's device only: it takes no HOST or numbers (see lesson15 -h)"
+@test "lesson15_probe with a host or numbers, -g, -p or --timeout is a one-line usage error" {
+  run -2 --separate-stderr rx ./lesson15_probe 127.0.0.1
+  assert_equal "$stderr" "lesson15_probe: the probe asks this host's device only: it takes no HOST or numbers (see lesson15_probe -h)"
   assert_equal "$output" ""
-  run -2 --separate-stderr rx ./lesson15 --probe -B 16
-  assert_equal "$stderr" "lesson15: -B is a client option, not one of --probe (see lesson15 -h)"
-  for extra in "-g 1" "-p 4000" "--timeout 5"; do
+  local extra
+  for extra in "-g 1" "-p 4000" "--timeout 5" "-B 16"; do
     # shellcheck disable=SC2086 # the option and its value, two words
-    run -2 --separate-stderr rx ./lesson15 --probe $extra
-    assert_equal "$stderr" "lesson15: --probe talks to no peer: it takes -d and -i only, not -g, -p or --timeout (see lesson15 -h)"
+    run -2 --separate-stderr rx ./lesson15_probe $extra
+    assert_equal "$stderr" "lesson15_probe: unknown option '${extra%% *}' (see lesson15_probe -h)"
   done
+  run -2 --separate-stderr rx ./lesson15_probe -i 0
+  assert_equal "$stderr" "lesson15_probe: -i: '0' is out of range 1..255 (see lesson15_probe -h)"
+}
+
+@test "lesson15 has no probe of its own any more: --probe is an unknown option, and -h says where the probe went" {
+  run -2 --separate-stderr rx ./lesson15 --probe
+  assert_equal "$stderr" "lesson15: unknown option '--probe' (see lesson15 -h)"
+  run -0 rx ./lesson15 -h
+  assert_line "What the device can do, as a matrix, is ./lesson15_probe (formerly lesson15 --probe)."
 }
 
 @test "a number that is not a number, or a missing one, is a one-line usage error" {
@@ -239,11 +247,21 @@ probe_and_devinfo() {
   assert_equal "$stderr" "lesson15: -B is a client option (see lesson15 -h)"
 }
 
-@test "-h prints the usage with its defaults, the probe included, and exits 0" {
+@test "-h prints the usage with its defaults and exits 0" {
   run -0 rx ./lesson15 -h
   assert_line --partial "lesson15 [options] HOST A B"
-  assert_line --partial "lesson15 --probe [-d DEV] [-i PORT]"
   assert_output --partial "(default: 18515)"
   assert_output --partial "(default: 30;"
-  assert_line --regexp "^ +-P, --probe +print what the device can do"
+  refute_line --regexp "^ +-P, --probe"
+}
+
+@test "lesson15_probe -h prints its usage, -d and -i with their defaults only, and exits 0" {
+  run -0 rx ./lesson15_probe -h
+  assert_line --partial "lesson15_probe [-d DEV] [-i PORT]"
+  assert_line --regexp '^  -d, --ib-dev=DEV +RDMA device \(default: the first device found\)$'
+  assert_line --regexp '^  -i, --ib-port=PORT +port of the device \(default: 1\)$'
+  refute_line --partial "--gid-idx"
+  refute_line --partial "--port"
+  refute_line --partial "--timeout"
+  assert_line --partial "./lesson15."
 }

@@ -17,12 +17,14 @@ setup() {
   cd "$BATS_TEST_DIRNAME/.." || return 1
 }
 
-# The lesson numbers, in order, as one line: "1 2 3 ... 14" (one folder each under lessons/).
+# The lesson numbers, in order, as one line: "1 2 3 ... 14" (one folder each
+# under lessons/, numbered by its lessonN.cpp; lesson12_mcast.cpp is lesson 12's).
 all_lessons() {
   local src
-  for src in lessons/*/lesson*.cpp; do
+  for src in lessons/*/lesson[0-9]*.cpp; do
     src=${src##*/lesson}
-    echo "${src%.cpp}"
+    src=${src%.cpp}
+    [[ $src =~ ^[0-9]+$ ]] && echo "$src"
   done | sort -n | paste -sd' '
 }
 

@@ -12,15 +12,15 @@
 // ibv_wr_* functions, not as new ibv_send_wr members.
 // Receives are still posted with ibv_post_recv: the new API covers the send
 // queue and the CQ. docs/lesson15-extended-verbs.md says what changed, line by line.
+// Where lesson 4's code is unchanged here, its comments are not repeated:
+// lesson4.cpp explains it.
 //
-// ./lesson15 --probe asks the device what it can do (ibv_query_device_ex,
-// ibv_query_port, and a few objects created to see whether they can be) and
-// prints a matrix: each feature, yes or no here, and the lesson that uses it.
+// What the device can do (the extended device query, as a matrix) is the
+// lesson's second program: lesson15_probe.cpp (./lesson15_probe).
 //
 // Run it on one host (two terminals; rxe's loopback carries the RDMA):
 //     ./lesson15                       server: waits for one client
 //     ./lesson15 127.0.0.1 2 3         client: prints "result: 2 + 3 = 5"
-//     ./lesson15 --probe               the capability matrix of the first device
 // On two hosts: ./lesson15 on host A, ./lesson15 A 2 3 on host B. Both sides
 // take -d DEV -i PORT -g GID_INDEX -p TCP_PORT --timeout SECS (./lesson15 -h).
 //
@@ -30,11 +30,10 @@
 //     ibv_wr_start, ibv_wr_send, ibv_wr_set_sge, ibv_wr_complete
 //     ibv_start_poll, ibv_end_poll, ibv_wc_read_opcode, ibv_wc_read_byte_len
 //     (ibv_next_poll, for a batch of completions: the docs page)
-//     ibv_query_device_ex (--probe)
 //
-// Read more: man ibv_create_qp_ex, man ibv_wr_post, man ibv_create_cq_ex,
-// man ibv_query_device_ex; docs/lesson15-extended-verbs.md (the diff against
-// lesson 4, the probe on rxe and on other devices, exercises, common errors).
+// Read more: man ibv_create_qp_ex, man ibv_wr_post, man ibv_create_cq_ex;
+// docs/lesson15-extended-verbs.md (the diff against lesson 4, exercises,
+// common errors).
 #include <infiniband/verbs.h>
 
 #include <endian.h>
@@ -61,31 +60,18 @@ namespace {
 
 constexpr uint16_t kLesson = 15;  // sent in the exchange: a lesson-15 client only talks to a lesson-15 server
 
-// The wire format of the two messages, SumRequest and SumResponse, lives in
-// common/sum_protocol.hpp (lessons 8 and 9 reuse it): two fixed 16-byte
-// structs, integers big-endian, and a status in the response so that the
-// server can tell the client why it did not answer with a sum.
-
-// The server's receive buffer is larger than a request, so that a message of
-// the wrong length still lands and byte_len can tell us how long it was (a
-// message larger than the whole buffer fails in the NIC instead, with
-// IBV_WC_LOC_LEN_ERR on most NICs; rxe reports IBV_WC_LOC_QP_OP_ERR here and
-// IBV_WC_REM_OP_ERR at the sender, see docs/lesson4-send-recv.md).
+// Lesson 4's messages (common/sum_protocol.hpp), buffer sizes, wr_ids and
+// post_receive, unchanged (lesson4.cpp says why each is so).
 constexpr uint32_t kRecvBufferBytes = 64;
-// The client can send up to this many bytes with -B, to play a misbehaving client.
 constexpr uint32_t kMaxSendBytes = 128;
-
-// wr_id: our own label for a work request, handed back in its completion.
 constexpr uint64_t kRecvId = 1;
 constexpr uint64_t kSendId = 2;
 
-// Post one receive for a whole buffer: the NIC will put the next incoming
-// SEND there. Written out so the reader sees every field.
 void post_receive(ibv_qp* qp, const ibv_mr* mr, uint32_t length) {
     ibv_sge sge = {
         .addr = reinterpret_cast<uintptr_t>(mr->addr),
-        .length = length,  // the most the NIC may write; a longer SEND fails (IBV_WC_LOC_LEN_ERR on most NICs)
-        .lkey = mr->lkey,  // proves to our NIC that this memory is registered
+        .length = length,
+        .lkey = mr->lkey,
     };
     ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};
     ibv_recv_wr* bad = nullptr;
@@ -151,159 +137,25 @@ ibv_wc poll_one(ibv_cq_ex* cq, int timeout_s, const char* waiting_for) {
     return wc;
 }
 
-// --probe: what this device can do. Each row of the matrix is a feature, yes
-// or no here, how the probe knows, and the lesson where a learner meets it;
-// a "no" adds which kernel or hardware has it (docs/lesson15-extended-verbs.md
-// says more). The rows agree with `ibv_devinfo -v` wherever it shows the same thing.
-struct Row {
-    const char* feature;
-    bool yes;
-    std::string how;              // where the answer comes from ("from")
-    const char* where;            // the lesson that uses it
-    const char* elsewhere = "";   // printed on a "no": who has it
-};
-
-// Whether a QP of `type` with `max_inline` bytes of inline data can be
-// created: the one sure test, since RC, UC and UD have no capability bit and
-// no attribute states the inline limit. A refusal is the answer, not an error.
-bool can_create_qp(ibv_pd* pd, ibv_cq* cq, ibv_qp_type type, uint32_t max_inline = 0) {
-    ibv_qp_init_attr attr = {
-        .send_cq = cq,
-        .recv_cq = cq,
-        .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1,
-                .max_inline_data = max_inline},
-        .qp_type = type,
-    };
-    const wb::QueuePair qp{ibv_create_qp(pd, &attr)};  // destroyed at once
-    return qp != nullptr;
-}
-
-// The largest max_inline_data an RC QP accepts, up to 64 KiB: halve the
-// range with each ibv_create_qp (17 tries). 0 when even 0 is refused.
-uint32_t max_inline_data(ibv_pd* pd, ibv_cq* cq) {
-    uint32_t ok = 0, refused = 64 * 1024 + 1;  // invariant: ok is accepted (or 0), refused is not
-    if (!can_create_qp(pd, cq, IBV_QPT_RC, 0)) return 0;
-    while (refused - ok > 1) {
-        const uint32_t mid = ok + (refused - ok) / 2;
-        (can_create_qp(pd, cq, IBV_QPT_RC, mid) ? ok : refused) = mid;
-    }
-    return ok;
-}
-
-int probe(const wb::Options& opt) {
-    if (!opt.args.empty()) wb::usage_error("--probe asks this host's device only: it takes no HOST or numbers");
-    if (opt.given('B')) wb::usage_error("-B is a client option, not one of --probe");
-    // The probe talks to no peer: the options that choose one mean nothing here.
-    if (opt.gid_index >= 0 || opt.tcp_port != wb::kDefaultTcpPort || opt.timeout_given)
-        wb::usage_error("--probe talks to no peer: it takes -d and -i only, not -g, -p or --timeout");
-    wb::Context ctx = wb::open_device(opt.device);
-    const char* name = ibv_get_device_name(ctx->device);
-    // The extended query: the classic ibv_device_attr (lesson 1) is its
-    // first member, followed by what was added since (ODP, timestamps, ...).
-    ibv_device_attr_ex dx = {};
-    CHECK_RC(ibv_query_device_ex(ctx.get(), nullptr, &dx));
-    const ibv_device_attr& d = dx.orig_attr;
-    ibv_port_attr port = {};
-    CHECK_RC(ibv_query_port(ctx.get(), static_cast<uint8_t>(opt.ib_port), &port),
-             "-i: does the device have this port? ./lesson1 lists them");
-    std::printf("probe: %s port %d: %s, %s, active MTU %d (ibv_query_device_ex, ibv_query_port)\n", name,
-                opt.ib_port, ibv_port_state_str(port.state), wb::link_layer_str(port.link_layer),
-                wb::mtu_bytes(port.active_mtu));
-
-    // A PD and a CQ to try QPs with.
-    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
-    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), 1, nullptr, nullptr, 0))};
-    const uint32_t inline_max = max_inline_data(pd.get(), cq.get());
-
-    const uint64_t flags = d.device_cap_flags, flags_ex = dx.device_cap_flags_ex;
-    // Bits of device_cap_flags_ex that rdma-core 44 (Debian 12) has no names
-    // for yet: the kernel's IB_UVERBS_DEVICE_FLUSH_GLOBAL, _FLUSH_PERSISTENT
-    // and _ATOMIC_WRITE (include/uapi/rdma/ib_user_verbs.h, Linux 6.2).
-    constexpr uint64_t kFlushGlobal = 1ULL << 38, kFlushPersistent = 1ULL << 39, kAtomicWrite = 1ULL << 40;
-    char ts_mask[32];
-    std::snprintf(ts_mask, sizeof ts_mask, "0x%" PRIx64, dx.completion_timestamp_mask);
-    const Row rows[] = {
-        {"RC queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_RC), "ibv_create_qp(IBV_QPT_RC)",
-         "lessons 3 to 11, 13 to 15"},
-        {"UC queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_UC), "ibv_create_qp(IBV_QPT_UC)",
-         "no lesson: RC without ACKs or retries", "InfiniBand and RoCE hardware (mlx4, mlx5)"},
-        {"UD queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_UD), "ibv_create_qp(IBV_QPT_UD)", "lesson 12"},
-        {"XRC", (flags & IBV_DEVICE_XRC) != 0, "device_cap_flags XRC", "no lesson",
-         "not in rxe, in any kernel; mlx4 and mlx5 hardware"},
-        {"shared receive queues", d.max_srq > 0, "max_srq " + std::to_string(d.max_srq), "lesson 13"},
-        {"memory windows type 1", (flags & IBV_DEVICE_MEM_WINDOW) != 0 && d.max_mw > 0,
-         "device_cap_flags MEM_WINDOW, max_mw " + std::to_string(d.max_mw), "lesson 14",
-         "rxe (Linux 6.1 has them); mlx5 hardware"},
-        {"memory windows type 2", (flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0,
-         std::string("device_cap_flags MEM_WINDOW_TYPE_2") + ((flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) ? "B" : "A"),
-         "lesson 14", "rxe type 2B (Linux 6.1 has them); mlx5 hardware"},
-        {"inline data", inline_max > 0,
-         "max_inline_data " + std::to_string(inline_max) + " taken by ibv_create_qp", "lesson 11"},
-        {"atomics", d.atomic_cap != IBV_ATOMIC_NONE,
-         d.atomic_cap == IBV_ATOMIC_GLOB ? "atomic_cap ATOMIC_GLOB"
-         : d.atomic_cap == IBV_ATOMIC_HCA ? "atomic_cap ATOMIC_HCA" : "atomic_cap ATOMIC_NONE",
-         "lesson 7", "rxe; most InfiniBand and RoCE hardware"},
-        {"on-demand paging (ODP)", (dx.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0,
-         "odp_caps.general_caps ODP_SUPPORT", "no lesson", "rxe from Linux 6.15; mlx5 hardware (ConnectX-4 and later)"},
-        {"completion timestamps", dx.completion_timestamp_mask != 0, std::string("completion_timestamp_mask ") + ts_mask,
-         "no lesson", "not in rxe; mlx4 and mlx5 hardware (hca_core_clock)"},
-        {"device memory", dx.max_dm_size > 0, "max_dm_size " + std::to_string(dx.max_dm_size), "no lesson",
-         "not in rxe; mlx5 hardware (ConnectX-5 and later)"},
-        {"atomic write", (flags_ex & kAtomicWrite) != 0, "device_cap_flags_ex bit 40", "no lesson",
-         "rxe from Linux 6.2 (64-bit kernels), the first driver to offer it"},
-        {"flush", (flags_ex & (kFlushGlobal | kFlushPersistent)) != 0, "device_cap_flags_ex bits 38, 39", "no lesson",
-         "rxe from Linux 6.2, the first driver to offer it"},
-    };
-    std::printf("%-24s %-4s %-46s %s\n", "feature", "here", "from", "where you meet it");
-    int yes = 0;
-    for (const Row& r : rows) {
-        std::printf("%-24s %-4s %-46s %s\n", r.feature, r.yes ? "yes" : "no", r.how.c_str(), r.where);
-        if (!r.yes && r.elsewhere[0] != '\0') std::printf("%-29s elsewhere: %s\n", "", r.elsewhere);
-        yes += r.yes;
-    }
-
-    // The limits, named as ibv_devinfo -v names them (lesson 1 prints some too).
-    std::printf("limits (ibv_query_device_ex; ibv_query_port for max_msg_sz):\n");
-    const struct {
-        const char* name;
-        uint64_t value;
-    } limits[] = {
-        {"max_qp", static_cast<uint64_t>(d.max_qp)},   {"max_qp_wr", static_cast<uint64_t>(d.max_qp_wr)},
-        {"max_sge", static_cast<uint64_t>(d.max_sge)}, {"max_sge_rd", static_cast<uint64_t>(d.max_sge_rd)},
-        {"max_cq", static_cast<uint64_t>(d.max_cq)},   {"max_cqe", static_cast<uint64_t>(d.max_cqe)},
-        {"max_mr", static_cast<uint64_t>(d.max_mr)},   {"max_pd", static_cast<uint64_t>(d.max_pd)},
-        {"max_mw", static_cast<uint64_t>(d.max_mw)},   {"max_srq", static_cast<uint64_t>(d.max_srq)},
-        {"max_srq_wr", static_cast<uint64_t>(d.max_srq_wr)},
-        {"max_qp_rd_atom", static_cast<uint64_t>(d.max_qp_rd_atom)},
-        {"max_ah", static_cast<uint64_t>(d.max_ah)},
-    };
-    for (const auto& l : limits) std::printf("  %-16s %" PRIu64 "\n", l.name, l.value);
-    std::printf("  %-16s 0x%" PRIx64 "\n", "max_mr_size", d.max_mr_size);  // hex, as ibv_devinfo prints them
-    std::printf("  %-16s 0x%x\n", "max_msg_sz", port.max_msg_sz);
-    std::printf("result: %s has %d of the %zu features\n", name, yes, std::size(rows));
-    return 0;
-}
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string send_bytes_text, probe_flag;
+    std::string send_bytes_text;
     const wb::ExtraOption extra[] = {
         {'B', "send-bytes", "N",
          "client: send N bytes, 0..128 (default: 16, one request);\n"
          "                        any other length plays a misbehaving client",
          &send_bytes_text},
-        {'P', "probe", nullptr, "print what the device can do, as a matrix, and exit (no peer)", &probe_flag},
     };
     const wb::Usage usage = {
         .synopsis = "[options]              server: add the two numbers a client sends\n"
-                    "  lesson15 [options] HOST A B     client: send A and B, print the sum\n"
-                    "  lesson15 --probe [-d DEV] [-i PORT]   the device's capability matrix",
-        .summary = "lesson 4's sum with the extended verbs (ibv_wr_*, ibv_start_poll); --probe: what the device can do",
-        .notes = "A and B are signed 64-bit integers; a sum that overflows is an error on both sides (exit 1).",
+                    "  lesson15 [options] HOST A B     client: send A and B, print the sum",
+        .summary = "lesson 4's sum with the extended verbs (ibv_wr_*, ibv_start_poll)",
+        .notes = "A and B are signed 64-bit integers; a sum that overflows is an error on both sides (exit 1).\n"
+                 "What the device can do, as a matrix, is ./lesson15_probe (formerly lesson15 --probe).",
         .numbers_after_host = true,
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
-    if (opt.given('P')) return probe(opt);  // no peer, no sum
     // No host: server. HOST A B: client (common/sum_protocol.cpp checks them).
     const wb::SumArgs sum_args = wb::parse_sum_args(opt);
     const bool is_server = sum_args.is_server;
@@ -318,11 +170,10 @@ int main(int argc, char** argv) {
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
 
-    // 2. The objects of an RC connection, in creation order (reverse destruction: lesson 2).
+    // 2. The objects of an RC connection, lesson 4's two CQs and QP, made with
+    //    the extended calls. An extended CQ holds only the fields wc_flags
+    //    names: we read byte_len.
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
-    // Two CQs, one for our SENDs and one for our RECVs, so that each wait
-    // below is for exactly one thing. One entry each: one message each way.
-    // An extended CQ holds only the fields wc_flags names: we read byte_len.
     ibv_cq_init_attr_ex cq_attr = {.cqe = 1, .wc_flags = IBV_WC_EX_WITH_BYTE_LEN};
     CompletionQueueEx send_cq{CHECK_PTR(ibv_create_cq_ex(ctx.get(), &cq_attr))};
     CompletionQueueEx recv_cq{CHECK_PTR(ibv_create_cq_ex(ctx.get(), &cq_attr))};
@@ -330,12 +181,12 @@ int main(int argc, char** argv) {
         .send_cq = ibv_cq_ex_to_cq(send_cq.get()),  // a QP takes the ibv_cq inside an ibv_cq_ex
         .recv_cq = ibv_cq_ex_to_cq(recv_cq.get()),
         .cap = {
-            .max_send_wr = 1,   // one SEND outstanding at a time
-            .max_recv_wr = 1,   // one receive posted at a time
-            .max_send_sge = 1,  // each message is one contiguous buffer
+            .max_send_wr = 1,
+            .max_recv_wr = 1,
+            .max_send_sge = 1,
             .max_recv_sge = 1,
         },
-        .qp_type = IBV_QPT_RC,  // reliable connected: acknowledged, in order, one peer
+        .qp_type = IBV_QPT_RC,
         // comp_mask says which of the fields below are set: the PD (a
         // member here, an argument of ibv_create_qp) and the opcodes that
         // this QP's ibv_wr_* calls may use, declared up front.
@@ -349,11 +200,7 @@ int main(int argc, char** argv) {
         CHECK_PTR(ibv_qp_to_qp_ex(qp.get()), "was the QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS?");
     const uint32_t psn = wb::random_psn();
 
-    // 3. Memory. The receive buffer: LOCAL_WRITE, because our own NIC writes
-    //    the incoming SEND into it; no REMOTE_* flag, since a SEND never names
-    //    our memory (the receive we post decides where it lands). The send
-    //    buffer: no flag at all: the NIC only reads it, and local read access
-    //    is always granted.
+    // 3. Memory, as in lesson 4: LOCAL_WRITE for the receive buffer, no flag for the send buffer.
     const uint32_t recv_len = is_server ? kRecvBufferBytes : sizeof(wb::SumResponse);
     wb::Buffer recv_buf = wb::alloc_buffer(recv_len);
     wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), recv_len, IBV_ACCESS_LOCAL_WRITE),
@@ -362,19 +209,14 @@ int main(int argc, char** argv) {
     wb::MemoryRegion send_mr{CHECK_PTR(ibv_reg_mr(pd.get(), send_buf.get(), kMaxSendBytes, 0),
                                        "ulimit -l: is locked memory limited? (make doctor checks this)")};
 
-    // 4. RESET -> INIT (lesson 3's first transition): a QP accepts receives
-    //    from INIT on. The peer may do nothing to our memory: remote access 0.
+    // 4. RESET -> INIT, as in lesson 4 (remote access 0).
     wb::qp_to_init(qp.get(), addr, 0);
 
-    // 5. Post the receive NOW, before the peer learns our QP number: the
-    //    peer cannot send before the exchange, so the receive is certainly
-    //    there when its SEND arrives. A SEND that finds no receive is answered
-    //    with an RNR NAK (receiver not ready) and retried after min_rnr_timer;
-    //    with rnr_retry = 0 it would fail at once (docs/lesson4-send-recv.md).
+    // 5. Post the receive before the exchange (lesson 4 says why).
     post_receive(qp.get(), recv_mr.get(), recv_len);
     std::printf("%s: posted a %u-byte receive before the exchange\n", is_server ? "server" : "client", recv_len);
 
-    // 6. Out-of-band exchange over TCP: QP number, PSN, GID (common/exchange.cpp).
+    // 6. Out-of-band exchange over TCP, as in lesson 4.
     wb::Connection conn;
     if (is_server) {
         wb::Listener listener(opt.tcp_port);
@@ -386,15 +228,11 @@ int main(int argc, char** argv) {
     const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
     std::printf("%s: peer %s is QP 0x%x\n", is_server ? "server" : "client", conn.peer().c_str(), peer.qp_num);
 
-    // 7. INIT -> RTR -> RTS: lesson 3's other two transitions (common/connect.cpp,
-    //    rnr_retry 7 and min_rnr_timer 12 among them).
+    // 7. INIT -> RTR -> RTS, as in lesson 4.
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
 
-    // 8. The client must not SEND before the server's QP is in RTR: a QP in
-    //    INIT drops every packet, and the client's NIC would only resend after
-    //    its ACK timeout (67 ms). So the server says "RTR!" on the TCP
-    //    connection, and the client waits for it. Lessons 5 to 8 do the same.
+    // 8. The client SENDs only after the server's "RTR!" (lesson 4 says why).
     if (is_server) {
         wb::send_token(conn, "RTR!");
     } else {
@@ -402,20 +240,16 @@ int main(int argc, char** argv) {
     }
 
     if (is_server) {
-        // 9. Wait for the request: a RECV completion. byte_len is how many
-        //    bytes the client's SEND carried; only exactly one request is valid.
+        // 9. Wait for the request: a RECV completion, read with the extended calls (poll_one above).
         std::printf("server: QP 0x%x is RTS; waiting for the client's SEND\n", qp->qp_num);
         const ibv_wc wc = poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)");
         std::printf("server: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
 
-        // The application's part (common/sum_protocol.cpp): decode exactly
-        // one request, never reading beyond byte_len; add with overflow check.
         const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get(), wc.byte_len);
         if (wc.byte_len == sizeof(wb::SumRequest))
             std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
 
-        // 10. SEND the response, errors included, so that the client can say
-        //    why. Its receive was posted before the exchange, so it is there.
+        // 10. SEND the response, with ibv_wr_* (post_send above).
         std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
         post_send(qpx, send_mr.get(), sizeof answer.response);
         poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response");
@@ -426,14 +260,11 @@ int main(int argc, char** argv) {
     }
 
     // Client.
-    // 9. SEND the request: A and B in network byte order. With -B the client
-    //    sends a different length on purpose (the rest is zero bytes).
+    // 9. SEND the request, with ibv_wr_* (-B: another length, as in lesson 4).
     const wb::SumRequest request = wb::make_sum_request(a, b);
     std::memcpy(send_buf.get(), &request, sizeof request);
     std::printf("client: sending %" PRId64 " and %" PRId64 " (%u bytes)\n", a, b, send_bytes);
     post_send(qpx, send_mr.get(), send_bytes);
-    // The SEND's completion: the server's NIC acknowledged the message (it is
-    // in the server's receive buffer), not that the server has read it.
     poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request");
 
     // 10. The response arrives in the receive we posted in step 5.

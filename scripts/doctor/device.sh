@@ -301,6 +301,6 @@ check_caps() {
       "ibv_create_qp and ibv_create_cq fail with EINVAL when asked for more than the device allows" \
       "./lesson11 --depth $((qp_wr < NEED_QP_WR ? qp_wr : NEED_QP_WR)) (a smaller depth)"
   else
-    report OK caps "$what: above what the lessons ask (lesson 11: $NEED_QP_WR WRs, a CQ of $NEED_CQE; lesson 15 --probe shows max_inline_data)"
+    report OK caps "$what: above what the lessons ask (lesson 11: $NEED_QP_WR WRs, a CQ of $NEED_CQE; ./lesson15_probe shows max_inline_data)"
   fi
 }

@@ -4,12 +4,12 @@ HINT="before the result line, before main() returns: ibv_detach_mcast(qp[i].get(
 
 grade() {
   local i qp line
-  ex_server "$1" -p "$EX_PORT" --timeout 10 --mcast
+  ex_server "$1" -p "$EX_PORT" --timeout 10
   ex_wait_line "$EX_SERVER_OUT" "waiting for a sender" || {
     ex_fail "the receivers to say 'waiting for a sender'" "$(ex_tail "$EX_SERVER_OUT")"
     return
   }
-  ex_run "$1" -p "$EX_PORT" --timeout 10 --mcast 127.0.0.1
+  ex_run "$1" -p "$EX_PORT" --timeout 10 127.0.0.1
   ex_wait_server
   ex_line "$EX_SERVER_OUT" '^result: each of 3 receivers got all 3 datagrams$' >/dev/null || {
     ex_fail "result: each of 3 receivers got all 3 datagrams" "$(ex_tail "$EX_SERVER_OUT" 2)"

@@ -1,0 +1,418 @@
+// lesson12_mcast.cpp - multicast: one UD datagram, sent once, received by every QP of a group.
+//
+// Lesson 12's second program (lesson12.cpp is the first: the sum over UD,
+// whose QPs, receives and datagrams this one uses unchanged). R receiver QPs
+// join a multicast group and a sender sends K datagrams ONCE to the group's
+// GID and the multicast QPN 0xFFFFFF: each receiver QP gets its own copy of
+// each, made past the sender (by the receiving NIC; on a fabric, also by the
+// switches). On RoCE v2 a group is an IP multicast group, which the host must
+// join (IGMP) before its IP layer lets the packets through: rdma_join_multicast
+// does that and answers with the group's GID and Q_Key; ibv_attach_mcast then
+// tells the device which QPs get copies, and each QP is detached again before
+// it is destroyed.
+//
+// Run it on one host (two terminals; rxe loops multicast back to its own QPs):
+//     ./lesson12_mcast                 receivers: 3 QPs (-r) join 239.1.2.3, wait for a sender
+//     ./lesson12_mcast 127.0.0.1       sender: 3 datagrams (-k), once, to the receivers' group
+//     ./lesson12_mcast -r 5 -k 2 239.9.8.7   5 receivers, 2 datagrams, group 239.9.8.7
+// On two hosts: ./lesson12_mcast on host A, ./lesson12_mcast A on host B. Both
+// take -d DEV -i PORT -g GID_INDEX -p TCP_PORT --timeout SECS (./lesson12_mcast -h).
+//
+// Verbs it introduces:
+//     rdma_create_id (RDMA_PS_UDP), rdma_bind_addr, rdma_join_multicast,
+//     RDMA_CM_EVENT_MULTICAST_JOIN (param.ud: the group's GID and Q_Key), rdma_leave_multicast
+//     ibv_attach_mcast, ibv_detach_mcast; ibv_create_ah for a group GID; remote_qpn 0xFFFFFF
+//
+// Read more: man ibv_attach_mcast, man rdma_join_multicast, man rdma_leave_multicast,
+// rdma-core's mckey; docs/lesson12-ud-multicast.md, "Multicast" (why
+// rdma_join_multicast, the group's addresses, detach before destroy, the wire).
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <arpa/inet.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "check.hpp"
+#include "connect.hpp"
+#include "device.hpp"
+#include "exchange.hpp"
+#include "handles.hpp"
+#include "options.hpp"
+
+namespace {
+
+constexpr uint16_t kLesson = 12;  // sent in the exchange: lesson 12's programs talk to each other only
+
+// Lesson 12's constants (lesson12.cpp says what each is): the Q_Key, which is
+// also the one rdma_cm gives every member of a group in its UDP port space;
+// the GRH before every received datagram; the multicast QPN, the IBTA's
+// 24-bit "all ones" that sends a datagram to every QP attached to the group.
+constexpr uint32_t kQkey = RDMA_UDP_QKEY;
+constexpr uint32_t kGrhBytes = 40;
+constexpr uint32_t kIpv4HeaderOffset = 20;  // where the IPv4 header starts in those 40 bytes
+constexpr uint32_t kMulticastQpn = 0xFFFFFF;
+constexpr uint64_t kRecvId = 1;
+constexpr uint64_t kSendId = 2;
+
+// After the sender's DONE, a receiver waits this long for each datagram
+// still missing before it counts it as lost (UD resends nothing).
+constexpr std::chrono::milliseconds kStragglerWait{1000};
+
+constexpr const char* kDefaultGroup = "239.1.2.3";  // in 239.0.0.0/8, the site-local ("administratively scoped") range
+constexpr int kDefaultReceivers = 3, kMaxReceivers = 8;  // a device's own limit: max_mcast_qp_attach
+constexpr int kDefaultCount = 3, kMaxCount = 16;
+
+// lesson12.cpp's UD steps, line for line (explained there): the transitions,
+// one receive, one datagram, and the message's length after the GRH.
+// RESET -> INIT -> RTR -> RTS for a UD QP. Compare lesson 3's RC transitions:
+// INIT takes a Q_Key instead of access flags (a datagram can only be a SEND,
+// which never touches our memory), and RTR and RTS take no remote fields at
+// all: no destination QP, no GID, no PSN to expect, no path MTU. A UD QP is
+// bound to no peer, so it can reach RTS before it knows anyone.
+void ud_qp_to_rts(ibv_qp* qp, const wb::PortAddress& a, uint32_t psn) {
+    ibv_qp_attr init = {
+        .qp_state = IBV_QPS_INIT,
+        .qkey = kQkey,      // incoming datagrams must carry this Q_Key
+        .pkey_index = 0,    // the default partition
+        .port_num = a.port,
+    };
+    CHECK_RC(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
+    ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR};
+    CHECK_RC(ibv_modify_qp(qp, &rtr, IBV_QP_STATE));
+    ibv_qp_attr rts = {
+        .qp_state = IBV_QPS_RTS,
+        .sq_psn = psn,      // 24-bit PSN of our first datagram; nobody checks UD's PSNs
+    };
+    CHECK_RC(ibv_modify_qp(qp, &rts, IBV_QP_STATE | IBV_QP_SQ_PSN));
+}
+
+// Post one receive of `length` bytes at `addr` inside `mr`. For UD, the
+// first kGrhBytes of it are the GRH's.
+void post_receive(ibv_qp* qp, const ibv_mr* mr, char* addr, uint32_t length, uint64_t id = kRecvId) {
+    ibv_sge sge = {
+        .addr = reinterpret_cast<uintptr_t>(addr),
+        .length = length,  // 40 bytes of GRH + the longest message we accept
+        .lkey = mr->lkey,
+    };
+    ibv_recv_wr wr = {.wr_id = id, .next = nullptr, .sg_list = &sge, .num_sge = 1};
+    ibv_recv_wr* bad = nullptr;
+    CHECK_RC(ibv_post_recv(qp, &wr, &bad));
+}
+
+// Post one signaled datagram of `length` bytes from the start of `mr` to QP
+// `remote_qpn` at the address `ah`: the three wr.ud fields are the whole of UD
+// addressing (an RC QP's RTR holds them instead).
+void post_datagram(ibv_qp* qp, const ibv_mr* mr, uint32_t length, ibv_ah* ah, uint32_t remote_qpn,
+                   uint32_t remote_qkey) {
+    ibv_sge sge = {
+        .addr = reinterpret_cast<uintptr_t>(mr->addr),
+        .length = length,
+        .lkey = mr->lkey,
+    };
+    ibv_send_wr wr = {
+        .wr_id = kSendId,
+        .next = nullptr,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_SEND,            // UD knows only SEND (and SEND with immediate)
+        .send_flags = IBV_SEND_SIGNALED,  // the completion says the datagram LEFT, nothing more
+        .wr = {.ud = {
+                   .ah = ah,                   // where: the peer's GID (or LID), port, hop limit
+                   .remote_qpn = remote_qpn,   // which QP there (0xFFFFFF: every QP of a multicast group)
+                   .remote_qkey = remote_qkey, // must equal the Q_Key of that QP, or it is dropped
+               }},
+    };
+    ibv_send_wr* bad = nullptr;
+    CHECK_RC(ibv_post_send(qp, &wr, &bad));
+}
+
+// The message's length in a UD receive: byte_len less the 40 GRH bytes it also
+// counts. Without IBV_WC_GRH, or under 40 bytes, it is not one we can read.
+uint32_t message_length(const ibv_wc& wc) {
+    if (!(wc.wc_flags & IBV_WC_GRH) || wc.byte_len < kGrhBytes)
+        wb::fail("a UD receive without its 40-byte GRH (" + std::to_string(wc.byte_len) + " bytes)");
+    return wc.byte_len - kGrhBytes;
+}
+
+// The plumbing, at the end of this file.
+std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const char* what);
+std::string grh_source_ipv4(const char* buf);
+std::string ipv4_multicast_mac(in_addr group);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string receivers_text, count_text;
+    const wb::ExtraOption extra[] = {
+        {'r', "receivers", "R", "receivers: R QPs join the group, 1..8 (default: 3)", &receivers_text},
+        {'k', "count", "K", "the sender sends K datagrams, the receivers expect K, 1..16 (default: 3)", &count_text},
+    };
+    const wb::Usage usage = {
+        .synopsis = "[options] [-r R] [-k K] [GROUP]   receivers: R QPs join GROUP (default: 239.1.2.3)\n"
+                    "  lesson12_mcast [options] [-k K] HOST             sender: K datagrams, once, to the receivers' group",
+        .summary = "multicast over UD: a datagram sent once, a copy for every receiver QP of the group",
+        .notes = "An argument in 224.0.0.0/4 is the GROUP (receivers); any other address is HOST (sender).\n"
+                 "Both sides take -k, and must give the same. The sum over UD is ./lesson12.",
+        .timeout_help = "the sender's connect retries and every wait on the peer",
+        .server_scope = "The receivers listen on every address of this host (IPv4 and IPv6, port -p) and serve\n"
+                        "one sender: the first connection that goes wrong ends them (exit 1). Run them where you\n"
+                        "trust whoever can reach that port.",
+    };
+    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
+    if (opt.args.size() > 1)
+        wb::usage_error("give one GROUP or one HOST, not " + std::to_string(opt.args.size()) + " arguments");
+    in_addr ip{};
+    const bool group_given = !opt.args.empty() && inet_pton(AF_INET, opt.args[0].c_str(), &ip) == 1 &&
+                             IN_MULTICAST(ntohl(ip.s_addr));
+    const bool is_sender = !opt.args.empty() && !group_given;
+    if (is_sender && opt.given('r')) wb::usage_error("-r is a receivers' option (no HOST)");
+    const int receivers = opt.given('r') ? static_cast<int>(wb::parse_range(receivers_text, "-r", 1, kMaxReceivers))
+                                         : kDefaultReceivers;
+    const int count = opt.given('k') ? static_cast<int>(wb::parse_range(count_text, "-k", 1, kMaxCount)) : kDefaultCount;
+    const std::string group_text = group_given ? opt.args[0] : kDefaultGroup;
+
+    // 1. Device, port and address. A RoCE v2 multicast group is an IPv4 (or
+    //    IPv6) multicast address, so this side needs an IP GID.
+    wb::Context ctx = wb::open_device(opt.device);
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
+    wb::print_address(ibv_get_device_name(ctx->device), addr);
+    if (!addr.roce || !wb::gid_is_ipv4_mapped(addr.gid))
+        wb::fail("multicast needs a RoCE v2 port with an IPv4 GID (::ffff:a.b.c.d); this GID is " +
+                     wb::gid_to_string(addr.gid),
+                 "choose one with -g (./lesson1 lists the GID table)");
+    const uint32_t mtu = static_cast<uint32_t>(wb::mtu_bytes(addr.attr.active_mtu));
+    const uint32_t slot = kGrhBytes + mtu;  // one receive: the GRH and a whole packet
+
+    // 2. The objects: one UD QP per receiver, each with its own CQ (the
+    //    sender: one QP). Reverse destruction tears the QPs down before the
+    //    CQs, but not a QP still attached to a group: step 9 detaches each.
+    const int qps = is_sender ? 1 : receivers;
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
+    std::vector<wb::CompletionQueue> cqs;
+    std::vector<wb::QueuePair> qp;
+    for (int i = 0; i < qps; ++i) {
+        cqs.emplace_back(CHECK_PTR(ibv_create_cq(ctx.get(), count, nullptr, nullptr, 0)));
+        ibv_qp_init_attr qp_attr = {
+            .send_cq = cqs.back().get(),
+            .recv_cq = cqs.back().get(),
+            .cap = {
+                .max_send_wr = 1,                            // the sender: one datagram at a time
+                .max_recv_wr = static_cast<uint32_t>(count),  // a receiver: one receive per datagram
+                .max_send_sge = 1,
+                .max_recv_sge = 1,
+            },
+            .qp_type = IBV_QPT_UD,
+        };
+        qp.emplace_back(CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr)));
+    }
+
+    // 3. Memory: COUNT slots per receiver QP (our NIC writes them: LOCAL_WRITE);
+    //    the sender's one message buffer (read only: no flag).
+    const size_t bytes = is_sender ? mtu : static_cast<size_t>(slot) * count * receivers;
+    wb::Buffer buf = wb::alloc_buffer(bytes);
+    wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), bytes, is_sender ? 0 : IBV_ACCESS_LOCAL_WRITE),
+                                  "ulimit -l: is locked memory limited?")};
+
+    // 4 and 5. Every QP to RTS with the group's Q_Key; each receiver posts
+    //    one receive per datagram it expects, before anyone can send.
+    const uint32_t psn = wb::random_psn();
+    for (int i = 0; i < qps; ++i) {
+        ud_qp_to_rts(qp[i].get(), addr, psn);
+        for (int k = 0; k < count && !is_sender; ++k)
+            post_receive(qp[i].get(), mr.get(), buf.get() + (static_cast<size_t>(i) * count + k) * slot, slot, k);
+    }
+    if (is_sender) {
+        std::printf("sender: UD QP 0x%x is RTS with Q_Key 0x%08x\n", qp[0]->qp_num, kQkey);
+    } else {
+        for (int i = 0; i < qps; ++i)
+            std::printf("receiver %d: UD QP 0x%x is RTS with Q_Key 0x%08x, %d receives of %u bytes posted\n", i + 1,
+                        qp[i]->qp_num, kQkey, count, slot);
+    }
+
+    // The receivers' rdma_cm objects: the join (step 6) and the leave (step 9).
+    wb::EventChannel channel;
+    wb::CmId id;
+    ibv_gid group_gid{};
+    sockaddr_storage group{};
+    if (!is_sender) {
+        // 6. Join the group. On RoCE v2 a group is an IP multicast group, and
+        //    the host must JOIN it (IGMP), or the IP layer drops the packets
+        //    before rxe sees them. rdma_join_multicast does that (rdma_cm
+        //    sends the IGMP report and adds the group's Ethernet address to
+        //    the netdev) and answers with the group's GID and Q_Key;
+        //    ibv_attach_mcast alone would only tell rxe which QPs get copies.
+        //    So: rdma_join_multicast once, then ibv_attach_mcast per QP.
+        group = wb::ip_address(group_text, 0, "GROUP");
+        in_addr local_ip{};
+        std::memcpy(&local_ip, addr.gid.raw + 12, 4);  // our GID ::ffff:a.b.c.d is the IPv4 address a.b.c.d
+        sockaddr_in local = {.sin_family = AF_INET, .sin_port = 0, .sin_addr = local_ip, .sin_zero = {}};
+        channel.reset(CHECK_PTR(rdma_create_event_channel()));
+        rdma_cm_id* raw_id = nullptr;
+        CHECK_ERRNO(rdma_create_id(channel.get(), &raw_id, nullptr, RDMA_PS_UDP));  // UDP port space: UD QPs
+        id.reset(raw_id);
+        CHECK_ERRNO(rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&local)),
+                    "is this GID's IPv4 address on an RDMA netdev? (ip addr; rdma link show)");
+        CHECK_ERRNO(rdma_join_multicast(id.get(), reinterpret_cast<sockaddr*>(&group), nullptr));
+        rdma_cm_event* ev = wb::next_cm_event(channel.get(), RDMA_CM_EVENT_MULTICAST_JOIN, opt.timeout_s);
+        group_gid = ev->param.ud.ah_attr.grh.dgid;
+        const uint32_t join_qkey = ev->param.ud.qkey;
+        CHECK_ERRNO(rdma_ack_cm_event(ev));
+        const in_addr g = reinterpret_cast<sockaddr_in*>(&group)->sin_addr;
+        std::printf("receivers: joined group %s: GID %s (the IPv4 group as ::ffff:a.b.c.d), Ethernet %s, "
+                    "Q_Key 0x%08x\n",
+                    group_text.c_str(), wb::gid_to_string(group_gid).c_str(), ipv4_multicast_mac(g).c_str(),
+                    join_qkey);
+        if (join_qkey != kQkey) wb::fail("the group's Q_Key is not the one our QPs have");
+        for (int i = 0; i < qps; ++i) {
+            CHECK_RC(ibv_attach_mcast(qp[i].get(), &group_gid, 0));  // LID 0: RoCE has no multicast LIDs
+            std::printf("receiver %d: QP 0x%x attached to %s\n", i + 1, qp[i]->qp_num,
+                        wb::gid_to_string(group_gid).c_str());
+        }
+    }
+
+    // 7. The exchange, lesson 4's, with one twist: the receivers give the
+    //    group's GID and the multicast QPN 0xFFFFFF in place of their own
+    //    GID and QPN: that is the address a sender must send to.
+    wb::Connection conn;
+    if (!is_sender) {
+        wb::Listener listener(opt.tcp_port);
+        std::printf("receivers: waiting for a sender on TCP port %u\n", opt.tcp_port);
+        conn = listener.accept(opt.accept_timeout_s());
+    } else {
+        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s, "sender");
+    }
+    wb::PeerInfo mine = wb::local_info(kLesson, qp[0].get(), psn, addr);
+    if (!is_sender) {
+        mine.qp_num = kMulticastQpn;
+        mine.gid = group_gid;
+    }
+    const wb::PeerInfo peer = wb::exchange(conn, mine, opt.timeout_s);
+    char peer_qpn[16];
+    std::snprintf(peer_qpn, sizeof peer_qpn, "0x%x", peer.qp_num);  // in hex, as every other line
+    if (is_sender && peer.qp_num != kMulticastQpn)
+        wb::fail("the peer " + conn.peer() + " is not multicast receivers (it gave QP " + peer_qpn +
+                     ", not 0xffffff)",
+                 "start the receivers: ./lesson12_mcast with no HOST");
+    if (!is_sender && peer.qp_num == kMulticastQpn)
+        wb::fail("the peer " + conn.peer() + " is multicast receivers too", "the sender needs a HOST");
+
+    if (is_sender) {
+        // 8. One address handle for the whole group: its GID, hop limit 1.
+        ibv_ah_attr ah_attr = {
+            .is_global = 1,
+            .port_num = addr.port,
+        };
+        ah_attr.grh = {
+            .dgid = peer.gid,
+            .flow_label = 0,
+            .sgid_index = static_cast<uint8_t>(addr.gid_index),
+            .hop_limit = 1,  // IP TTL 1: the datagrams stay on this link, as rdma_cm's join sets
+            .traffic_class = 0,
+        };
+        wb::AddressHandle ah{CHECK_PTR(ibv_create_ah(pd.get(), &ah_attr))};
+        in_addr g{};
+        std::memcpy(&g, peer.gid.raw + 12, 4);
+        char group_ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &g, group_ip, sizeof group_ip);
+        std::printf("sender: group GID %s = IPv4 %s = Ethernet %s; QP 0x%x, Q_Key 0x%08x\n",
+                    wb::gid_to_string(peer.gid).c_str(), group_ip, ipv4_multicast_mac(g).c_str(), kMulticastQpn,
+                    kQkey);
+
+        // 9. Each datagram is sent ONCE; the network and the receiving NIC copy it.
+        for (int k = 1; k <= count; ++k) {
+            const int n = std::snprintf(buf.get(), mtu, "datagram %d of %d", k, count);
+            post_datagram(qp[0].get(), mr.get(), static_cast<uint32_t>(n), ah.get(), kMulticastQpn, kQkey);
+            const ibv_wc wc = wb::poll_one(cqs[0].get(), opt.timeout_s, "the SEND of a datagram", conn);
+            std::printf("sender: \"%s\" sent once, completion %s\n", buf.get(), wb::wc_status_name(wc.status));
+        }
+        wb::send_token(conn, "DONE");
+        std::printf("result: sent %d datagrams once to group %s\n", count, group_ip);
+        return 0;
+    }
+
+    // 8. Receivers: the sender says DONE after its last completion; what has
+    //    not arrived a moment later was lost (UD resends nothing).
+    wb::expect_token(conn, "DONE", opt.timeout_s);
+    std::printf("receivers: the sender is done; collecting\n");
+    bool all = true;
+    int sender_count = 0;  // the sender's -k, announced in each datagram ("datagram K of N")
+    for (int i = 0; i < qps; ++i) {
+        std::string got;
+        int n = 0;
+        while (n < count) {
+            const std::optional<ibv_wc> wc = poll_for(cqs[i].get(), kStragglerWait, "a multicast datagram (RECV)");
+            if (!wc) break;
+            const char* slot_start = buf.get() + (static_cast<size_t>(i) * count + wc->wr_id) * slot;
+            const uint32_t len = message_length(*wc);
+            const std::string text = wb::printable(slot_start + kGrhBytes, len);
+            std::printf("receiver %d: \"%s\" from QP 0x%x at %s\n", i + 1, text.c_str(), wc->src_qp,
+                        grh_source_ipv4(slot_start).c_str());
+            int k = 0, of = 0;
+            if (std::sscanf(text.c_str(), "datagram %d of %d", &k, &of) == 2) sender_count = of;
+            got += (n ? ", \"" : "\"") + text + "\"";
+            ++n;
+        }
+        std::printf("receiver %d (QP 0x%x) got %d of %d: %s\n", i + 1, qp[i]->qp_num, n, count,
+                    n ? got.c_str() : "nothing");
+        all = all && n == count;
+    }
+    // 9. Detach before the QPs are destroyed: rxe refuses to destroy a QP
+    //    that is still attached to a group (EBUSY from ibv_destroy_qp, and
+    //    then its CQs and the PD are busy too). Then leave the group, the
+    //    counterpart of rdma_join_multicast: it frees what librdmacm keeps
+    //    for the join (rdma_destroy_id alone would leak it).
+    for (int i = 0; i < qps; ++i) CHECK_RC(ibv_detach_mcast(qp[i].get(), &group_gid, 0));
+    CHECK_ERRNO(rdma_leave_multicast(id.get(), reinterpret_cast<sockaddr*>(&group)));
+    if (sender_count != 0 && sender_count != count)
+        wb::result_error("the sender sent " + std::to_string(sender_count) + " datagrams, the receivers expect " +
+                         std::to_string(count) + ": the two sides' -k differ; give both the same -k");
+    if (!all) wb::result_error("not every receiver got every datagram (lines above)");
+    std::printf("result: each of %d receivers got all %d datagrams\n", receivers, count);
+    return 0;
+}
+
+namespace {
+
+// Poll `cq` for at most `wait`: the completion, or nothing. A datagram that was
+// lost leaves no trace, so "nothing" is a normal outcome, not an error as in poll_one.
+std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    ibv_wc wc{};
+    for (;;) {
+        int n = ibv_poll_cq(cq, 1, &wc);
+        if (n < 0) wb::fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+        if (n == 1) {
+            wb::check_wc(wc, what);
+            return wc;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+        std::this_thread::yield();
+    }
+}
+
+// The source IPv4 address in a receive buffer's GRH area (RoCE v2 over IPv4).
+std::string grh_source_ipv4(const char* buf) {
+    char text[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, buf + kIpv4HeaderOffset + 12, text, sizeof text);  // iphdr.saddr is at offset 12
+    return text;
+}
+
+
+// "01:00:5e:01:02:03": the Ethernet address IPv4 multicast maps a group to
+// (RFC 1112: 01:00:5e, then the group's low 23 bits).
+std::string ipv4_multicast_mac(in_addr group) {
+    const uint32_t g = ntohl(group.s_addr);
+    char text[18];
+    std::snprintf(text, sizeof text, "01:00:5e:%02x:%02x:%02x", (g >> 16) & 0x7f, (g >> 8) & 0xff, g & 0xff);
+    return text;
+}
+
+}  // namespace
