@@ -284,14 +284,7 @@ int main(int argc, char** argv) {
     // 6. Out-of-band exchange over TCP: QP number and GID (or LID), as in lesson 4;
     //    the PSN is sent but unused: UD packets are never acknowledged nor resent.
     const long long pkts_before = port_counter(ibv_get_device_name(ctx->device), addr.port, "rcvd_pkts");
-    wb::Connection conn;
-    if (is_server) {
-        wb::Listener listener(opt.tcp_port);
-        std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
-        conn = listener.accept(opt.accept_timeout_s());
-    } else {
-        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
-    }
+    wb::Connection conn = wb::meet_peer(opt, is_server);
     const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
     if (peer.qp_num == kMulticastQpn)
         wb::fail("the peer " + conn.peer() + " runs multicast receivers", "send to them with ./lesson12_mcast HOST");

@@ -217,14 +217,7 @@ int main(int argc, char** argv) {
     std::printf("%s: posted a %u-byte receive before the exchange\n", is_server ? "server" : "client", recv_len);
 
     // 6. Out-of-band exchange over TCP, as in lesson 4.
-    wb::Connection conn;
-    if (is_server) {
-        wb::Listener listener(opt.tcp_port);
-        std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
-        conn = listener.accept(opt.accept_timeout_s());
-    } else {
-        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
-    }
+    wb::Connection conn = wb::meet_peer(opt, is_server);
     const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
     std::printf("%s: peer %s is QP 0x%x\n", is_server ? "server" : "client", conn.peer().c_str(), peer.qp_num);
 
