@@ -60,4 +60,9 @@ void fail_call(const char* call, int err, const char* hint) {
     fail(std::string(call) + " failed: " + errno_str(err), hint ? hint : "");
 }
 
+void fail_poll(const char* call, int n, const char* hint) {
+    fail(std::string(call) + " failed (returned " + std::to_string(n) + ")",
+         hint && *hint ? hint : "the CQ overran (more completions than entries?) or the device failed: dmesg");
+}
+
 }  // namespace wb

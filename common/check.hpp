@@ -11,6 +11,8 @@
 //                                                      ibv_dealloc_pd ...
 //   CHECK_ERRNO(call)  returns -1 on failure, errno    poll, ibv_get_cq_event, rdma_create_id,
 //                      set (rdma_cm uses this too)     rdma_get_cm_event ...
+//   CHECK_POLL(call)   a count >= 0, or negative       ibv_poll_cq (no errno: the message
+//                                                      says what it returned)
 //
 // On failure they print, on stderr,
 //   lesson4: ibv_reg_mr(pd.get(), buf, len, access) failed: ENOMEM (Cannot allocate memory)
@@ -55,6 +57,7 @@ std::string printable(const char* data, size_t len);
 
 // Implementation of the macros below; call the macros, not these.
 [[noreturn]] void fail_call(const char* call, int err, const char* hint);
+[[noreturn]] void fail_poll(const char* call, int n, const char* hint);
 
 template <typename T>
 T* check_ptr(T* p, const char* call, const char* hint) {
@@ -74,12 +77,20 @@ T check_errno(T rc, const char* call, const char* hint) {
     return rc;
 }
 
+// ibv_poll_cq returns how many completions it took, or a negative number
+// when the CQ itself failed (an overrun, a device error); it sets no errno.
+inline int check_poll(int n, const char* call, const char* hint) {
+    if (n < 0) fail_poll(call, n, hint);
+    return n;
+}
+
 }  // namespace wb
 
 // The optional second argument is a hint: what the learner should check.
 #define CHECK_PTR(call, ...) ::wb::check_ptr((call), #call, WB_HINT_STR(__VA_ARGS__))
 #define CHECK_RC(call, ...) ::wb::check_rc((call), #call, WB_HINT_STR(__VA_ARGS__))
 #define CHECK_ERRNO(call, ...) ::wb::check_errno((call), #call, WB_HINT_STR(__VA_ARGS__))
+#define CHECK_POLL(call, ...) ::wb::check_poll((call), #call, WB_HINT_STR(__VA_ARGS__))
 // An empty hint when none is given, else the given one.
 #define WB_HINT_STR(...) WB_HINT_STR_I(__VA_OPT__(__VA_ARGS__, ) "")
 #define WB_HINT_STR_I(first, ...) first

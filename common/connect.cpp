@@ -303,8 +303,7 @@ ibv_wc poll_one_until(ibv_cq* cq, int timeout_s, const char* waiting_for, const 
     auto next_look = Clock::now();  // when to look at the peer's connection next
     ibv_wc wc{};
     for (;;) {
-        int n = ibv_poll_cq(cq, 1, &wc);
-        if (n < 0) fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+        int n = CHECK_POLL(ibv_poll_cq(cq, 1, &wc));
         if (n == 1) break;
         const auto now = Clock::now();
         if (now >= deadline)
@@ -318,7 +317,7 @@ ibv_wc poll_one_until(ibv_cq* cq, int timeout_s, const char* waiting_for, const 
                 // our retries run out, which says more than "closed". Keep
                 // polling for as long as those retries take.
                 const auto give_up = Clock::now() + kRetriesGiveUp;
-                while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && Clock::now() < give_up)
+                while ((n = CHECK_POLL(ibv_poll_cq(cq, 1, &wc))) == 0 && Clock::now() < give_up)
                     std::this_thread::sleep_for(std::chrono::milliseconds(1));
                 if (n == 1) {
                     if (wc.status == IBV_WC_RETRY_EXC_ERR)
@@ -342,6 +341,45 @@ ibv_wc poll_one_until(ibv_cq* cq, int timeout_s, const char* waiting_for, const 
 
 ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for) {
     return poll_one_until(cq, timeout_s, waiting_for, nullptr);
+}
+
+std::optional<ibv_wc> poll_any(ibv_cq* cq, double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    ibv_wc wc{};
+    for (;;) {
+        if (CHECK_POLL(ibv_poll_cq(cq, 1, &wc)) == 1) return wc;
+        if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+        std::this_thread::yield();  // let the peer run on a busy machine
+    }
+}
+
+ibv_wc poll_any(ibv_cq* cq, int timeout_s, const char* waiting_for) {
+    const std::optional<ibv_wc> wc = poll_any(cq, static_cast<double>(timeout_s));
+    if (!wc)
+        fail(std::string("no completion for ") + waiting_for + " within " + std::to_string(timeout_s) + " s",
+             "is the peer still running? raise --timeout if the machine is slow");
+    return *wc;
+}
+
+uint32_t reconnect(ibv_qp* qp, const PortAddress& a, Connection& conn, uint16_t lesson, unsigned remote_access,
+                   bool is_server, int timeout_s) {
+    ibv_qp_attr attr = {.qp_state = IBV_QPS_RESET};
+    CHECK_RC(ibv_modify_qp(qp, &attr, IBV_QP_STATE));
+    qp_to_init(qp, a, remote_access);
+    const uint32_t psn = random_psn();  // the old PSNs are not safe to reuse
+    const PeerInfo peer = exchange(conn, local_info(lesson, qp, psn, a), timeout_s);
+    qp_to_rtr(qp, a, peer);
+    qp_to_rts(qp, psn);
+    if (is_server) {
+        send_token(conn, "RTR!");
+    } else {
+        expect_token(conn, "RTR!", timeout_s);
+    }
+    return psn;
+}
+
+std::string wc_status_text(ibv_wc_status status) {
+    return std::string(wc_status_name(status)) + " (" + std::to_string(status) + ")";
 }
 
 ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for, const Connection& peer) {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "device.hpp"
@@ -60,6 +61,24 @@ ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for);
 // that died reports its own status (IBV_WC_RETRY_EXC_ERR) rather than "closed". Data waiting on the
 // connection is left there for the caller.
 ibv_wc poll_one(ibv_cq* cq, int timeout_s, const char* waiting_for, const Connection& peer);
+
+// Lesson 3's bounded polling loop again, for lessons where a failed
+// completion is an outcome to show (10, 14) or no completion a normal one:
+// the completion, whatever its status, or nothing when none came within
+// timeout_s seconds. With `waiting_for`, no completion exits 1 instead.
+std::optional<ibv_wc> poll_any(ibv_cq* cq, double timeout_s);
+ibv_wc poll_any(ibv_cq* cq, int timeout_s, const char* waiting_for);
+
+// Bring `qp` back to RTS after an error moved it to ERR (lesson 10's recover
+// scenario takes these steps by hand): ERR -> RESET, which empties its
+// queues, then qp_to_init / qp_to_rtr / qp_to_rts with a FRESH PSN exchanged
+// over `conn` as the first time, and the server's "RTR!" (lesson 4, step 8).
+// Both sides call it at the same point. Returns our new PSN.
+uint32_t reconnect(ibv_qp* qp, const PortAddress& a, Connection& conn, uint16_t lesson, unsigned remote_access,
+                   bool is_server, int timeout_s);
+
+// "IBV_WC_RNR_RETRY_EXC_ERR (13)": the enum's name and number, which a learner can grep for.
+std::string wc_status_text(ibv_wc_status status);
 
 // Exit 1 unless wc.status is IBV_WC_SUCCESS; the message names `what`, the
 // status string, the vendor syndrome and the usual causes of that status,

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "check.hpp"
 
@@ -146,6 +148,48 @@ void print_address(const char* device_name, const PortAddress& a) {
                     a.gid_type.c_str(), a.why.c_str());
     else
         std::printf("lid: %u - %s\n", a.attr.lid, a.why.c_str());
+}
+
+namespace {
+std::string counters_dir(ibv_context* ctx, uint8_t port) {
+    return "/sys/class/infiniband/" + std::string(ibv_get_device_name(ctx->device)) + "/ports/" +
+           std::to_string(port) + "/hw_counters";
+}
+}  // namespace
+
+PortCounters::PortCounters(ibv_context* ctx, uint8_t port) : dir_(counters_dir(ctx, port)), start_(read_all()) {}
+
+std::map<std::string, uint64_t> PortCounters::read_all() const {
+    std::map<std::string, uint64_t> values;
+    std::error_code ec;  // no such folder: no counters
+    for (const auto& f : std::filesystem::directory_iterator(dir_, ec)) {
+        std::ifstream in(f.path());
+        uint64_t v = 0;
+        if (in >> v) values[f.path().filename().string()] = v;
+    }
+    return values;
+}
+
+uint64_t PortCounters::moved(const std::string& name) const {
+    const auto now = read_all();
+    const auto before = start_.find(name), after = now.find(name);
+    return before == start_.end() || after == now.end() ? 0 : after->second - before->second;
+}
+
+std::string PortCounters::moved_list() const {
+    std::string moved;
+    for (const auto& [name, value] : read_all()) {
+        const auto before = start_.find(name);
+        if (before != start_.end() && value != before->second)
+            moved += (moved.empty() ? "" : " ") + name + " +" + std::to_string(value - before->second);
+    }
+    return moved.empty() ? "none" : moved;
+}
+
+long long PortCounters::read(ibv_context* ctx, uint8_t port, const std::string& name) {
+    std::ifstream in(counters_dir(ctx, port) + "/" + name);
+    long long v = -1;
+    return in >> v ? v : -1;
 }
 
 }  // namespace wb

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "handles.hpp"
@@ -47,6 +48,27 @@ bool gid_is_zero(const ibv_gid& gid);
 bool gid_is_ipv4_mapped(const ibv_gid& gid);
 // "IB", "RoCE v1", "RoCE v2" for IBV_GID_TYPE_*; rdma-core has no string function for it.
 const char* gid_type_str(uint32_t type);
+
+// The port's counters: /sys/class/infiniband/DEV/ports/N/hw_counters/, one
+// file per counter, the numbers `rdma statistic` shows. They are how a
+// failure with no completion (a dropped packet, an RNR NAK) shows at all.
+// Constructed, it reads them all; moved() and moved_list() say what changed
+// since. A device without counters has none: every delta is 0.
+class PortCounters {
+public:
+    PortCounters(ibv_context* ctx, uint8_t port);
+    // How far counter `name` moved since construction (0 when there is no such counter).
+    uint64_t moved(const std::string& name) const;
+    // "send_err +1 rcvd_rnr_err +3": every counter that moved, or "none".
+    std::string moved_list() const;
+    // One counter as it is now; -1 when the device has no such counter.
+    static long long read(ibv_context* ctx, uint8_t port, const std::string& name);
+
+private:
+    std::map<std::string, uint64_t> read_all() const;
+    std::string dir_;
+    std::map<std::string, uint64_t> start_;
+};
 
 // 256..4096 bytes for IBV_MTU_256..IBV_MTU_4096 (0 for an unknown value).
 int mtu_bytes(ibv_mtu mtu);

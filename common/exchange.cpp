@@ -280,4 +280,11 @@ Connection meet_peer(const Options& opt, bool is_server) {
     return listener.accept(opt.accept_timeout_s());
 }
 
+std::string recv_token(Connection& c, int timeout_s, const std::string& during) {
+    std::string token(4, '\0');
+    if (!recv_exact(c, std::span<uint8_t>(reinterpret_cast<uint8_t*>(token.data()), 4), timeout_s))
+        fail("the peer " + c.peer() + " closed the connection " + during, "see the peer's output: did it fail?");
+    return token;
+}
+
 }  // namespace wb

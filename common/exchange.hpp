@@ -98,6 +98,11 @@ void send_token(Connection& c, const char (&token)[5]);
 // the peer closed the connection.
 void expect_token(Connection& c, const char (&token)[5], int timeout_s);
 
+// Wait (bounded) for a token that may be any of several ("OK!!" or "ERR!"):
+// its four bytes, for the caller to compare. Exits 1 when the peer closes the
+// connection first, saying so and `during` ("during the READ inside").
+std::string recv_token(Connection& c, int timeout_s, const std::string& during);
+
 // Low-level: send all of `data`; receive exactly data.size() bytes, waiting
 // at most timeout_s seconds in total. recv_exact returns false if the peer
 // closed (or, by exiting with data unread, reset) the connection first; both

@@ -16,6 +16,8 @@ void report_release_failure(const char* verb, int err) {
     std::fprintf(stderr, "%s: %s failed: %s\n", program_name(), verb, errno_str(err).c_str());
 }
 
+int dealloc_mw(ibv_mw* mw) { return ibv_dealloc_mw(mw); }
+
 void FreeBuffer::operator()(void* p) const noexcept { std::free(p); }
 
 Buffer alloc_buffer(size_t bytes) {

@@ -12,6 +12,11 @@
 //
 // A deleter that fails reports the verb, the errno name and text on stderr,
 // and carries on: it never throws and never exits.
+//
+// The rule for what lives here: EVERY verbs object a lesson owns gets its
+// alias in this file, even when one lesson alone uses it (the SRQ of lesson
+// 13, the memory window of lesson 14), so that a lesson never writes a
+// deleter of its own and a later lesson finds the handle where the others are.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -59,6 +64,14 @@ WB_HANDLE(EventChannel, rdma_event_channel, destroy_event_channel);
 WB_HANDLE(CmId, rdma_cm_id, rdma_destroy_id);
 
 #undef WB_HANDLE
+
+// Lesson 14's memory window. ibv_dealloc_mw is a static inline function in
+// verbs.h, which a template argument cannot name: handles.cpp wraps it.
+int dealloc_mw(ibv_mw* mw);
+struct MemoryWindowRelease : Release<ibv_mw, dealloc_mw> {
+    MemoryWindowRelease() : Release<ibv_mw, dealloc_mw>{"ibv_dealloc_mw"} {}
+};
+using MemoryWindow = std::unique_ptr<ibv_mw, MemoryWindowRelease>;
 
 // The QP that rdma_create_qp(id, ...) made on a CM id (id->qp). It is released
 // with rdma_destroy_qp(id), so the deleter keeps the id:

@@ -267,8 +267,20 @@ args="
   assert_line "ok - wc_status_name(12) is IBV_WC_RETRY_EXC_ERR (got IBV_WC_RETRY_EXC_ERR)"
   assert_line "ok - wc_status_name(13) is IBV_WC_RNR_RETRY_EXC_ERR (got IBV_WC_RNR_RETRY_EXC_ERR)"
   assert_line "ok - qp_state_name(IBV_QPS_ERR)"
+  assert_line "ok - wc_status_text(13) is the name and the number"
   refute_line --partial "not ok"
-  assert_line "enum_names: 16 checks, 0 failed"
+  assert_line "enum_names: 17 checks, 0 failed"
+}
+
+@test "CHECK_POLL passes ibv_poll_cq's count through, and a negative one fails naming the call and what it returned" {
+  run -0 build/tests/check_poll_probe 3
+  assert_output "n=3"
+  run -0 build/tests/check_poll_probe 0
+  assert_output "n=0"
+  run -1 --separate-stderr build/tests/check_poll_probe -2
+  assert_output ""
+  assert_equal "${stderr_lines[0]}" "check_poll_probe: fake_poll_cq(std::atoi(argv[1])) failed (returned -2)"
+  assert_equal "${stderr_lines[1]}" "check_poll_probe: check: the CQ overran (more completions than entries?) or the device failed: dmesg"
 }
 
 # ---- the exchange's wire form (common/exchange.hpp)

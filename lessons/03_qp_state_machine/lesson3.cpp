@@ -305,8 +305,7 @@ int main(int argc, char** argv) {
     uint32_t received = 0;
     while (completions < 2) {
         ibv_wc wc[2];
-        int n = ibv_poll_cq(cq, 2, wc);  // returns how many it filled (0: none yet), or < 0 on error
-        if (n < 0) wb::fail("ibv_poll_cq(cq, 2, wc) failed (returned " + std::to_string(n) + ")");
+        int n = CHECK_POLL(ibv_poll_cq(cq, 2, wc));  // returns how many it filled (0: none yet), or < 0 on error
         for (int i = 0; i < n; ++i) {
             wb::check_wc(wc[i], wc[i].wr_id == 1 ? "the SEND on QP A" : "the RECV on QP B");  // status first
             std::printf("  completion: %s on qp_num 0x%x, wr_id %llu, status %s", wb::wc_opcode_str(wc[i].opcode),

@@ -134,8 +134,7 @@ int main(int argc, char** argv) {
         // 7. Proof: our CQ is still empty. A READ consumes no receive and
         //    raises no completion at the responder.
         ibv_wc wc{};
-        const int n = ibv_poll_cq(cq.get(), 1, &wc);
-        if (n < 0) wb::fail("ibv_poll_cq(cq.get(), 1, &wc) failed (returned " + std::to_string(n) + ")");
+        const int n = CHECK_POLL(ibv_poll_cq(cq.get(), 1, &wc));
         std::printf("server: completions on this side: %d\n", n);
         std::printf("result: the client read %zu bytes; the server saw %d completions\n", text.size(), n);
         return 0;

@@ -150,8 +150,7 @@ std::vector<ibv_wc> rearm_then_drain(ibv_comp_channel* channel, ibv_cq* cq, Even
     // ... then drain until ibv_poll_cq finds nothing.
     for (;;) {
         ibv_wc wc[kPollBatch];
-        const int n = ibv_poll_cq(cq, kPollBatch, wc);
-        if (n < 0) wb::fail("ibv_poll_cq(cq, kPollBatch, wc) failed (returned " + std::to_string(n) + ")");
+        const int n = CHECK_POLL(ibv_poll_cq(cq, kPollBatch, wc));
         if (n == 0) break;
         found.insert(found.end(), wc, wc + n);
     }

@@ -24,7 +24,7 @@
 //     ibv_modify_qp with the failure knobs: rnr_retry, retry_cnt, timeout (RTS),
 //         min_rnr_timer, path_mtu (RTR); ERR -> RESET -> INIT -> RTR -> RTS to recover
 //     ibv_get_async_event / ibv_ack_async_event on ctx->async_fd, bounded with poll()
-//     the port's counters: /sys/class/infiniband/DEV/ports/N/hw_counters/*
+//     the port's counters: /sys/class/infiniband/DEV/ports/N/hw_counters/* (wb::PortCounters)
 //
 // Read more: man ibv_poll_cq (the status list), man ibv_modify_qp,
 // man ibv_get_async_event; docs/lesson10-failures.md (what now? table, the
@@ -41,9 +41,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -97,144 +94,11 @@ struct Side {
     wb::Connection conn;
     uint32_t psn = 0;
     wb::PeerInfo peer;
-    std::map<std::string, uint64_t> counters;  // the port's hw_counters when we started
+    std::optional<wb::PortCounters> counters;  // the port's hw_counters since we started
     Clock::time_point posted;                  // when the last work request was posted
 };
 
-// --- the port's counters: where to look when it fails -----------------------
-
-// rxe's (and most NICs') port counters, one file each, the same numbers
-// `rdma statistic` shows.
-std::string counters_dir(const Side& s) {
-    return "/sys/class/infiniband/" + std::string(ibv_get_device_name(s.ctx->device)) + "/ports/" +
-           std::to_string(s.addr.port) + "/hw_counters";
-}
-
-std::map<std::string, uint64_t> read_counters(const Side& s) {
-    std::map<std::string, uint64_t> values;
-    std::error_code ec;
-    for (const auto& f : std::filesystem::directory_iterator(counters_dir(s), ec)) {
-        std::ifstream in(f.path());
-        uint64_t v = 0;
-        if (in >> v) values[f.path().filename().string()] = v;
-    }
-    return values;
-}
-
-uint64_t counter_delta(const Side& s, const char* name) {
-    const auto now = read_counters(s);
-    const auto before = s.counters.find(name), after = now.find(name);
-    if (before == s.counters.end() || after == now.end()) return 0;
-    return after->second - before->second;
-}
-
-void print_counter_deltas(const Side& s) {
-    std::string moved;
-    for (const auto& [name, value] : read_counters(s)) {
-        const auto before = s.counters.find(name);
-        if (before != s.counters.end() && value != before->second)
-            moved += " " + name + " +" + std::to_string(value - before->second);
-    }
-    std::printf("%s: port counters that moved:%s\n", s.who, moved.empty() ? " none" : moved.c_str());
-}
-
-// --- asynchronous events ---------------------------------------------------------
-
-// Errors that no completion reports (a QP the responder put in ERR, a CQ
-// overrun, a port going down) arrive as asynchronous events on the device's
-// async_fd. ibv_get_async_event blocks, so we make the fd non-blocking and
-// wait for it with poll(), at most `ms` milliseconds.
-void print_async_events(const Side& s, int ms) {
-    const int fd = s.ctx->async_fd;
-    CHECK_ERRNO(fcntl(fd, F_SETFL, CHECK_ERRNO(fcntl(fd, F_GETFL)) | O_NONBLOCK));
-    int seen = 0;
-    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-    while (CHECK_ERRNO(poll(&p, 1, seen ? 0 : ms)) == 1) {
-        ibv_async_event ev;
-        if (ibv_get_async_event(s.ctx.get(), &ev) != 0) break;
-        std::printf("%s: async event %s (%d)\n", s.who, ibv_event_type_str(ev.event_type), ev.event_type);
-        ibv_ack_async_event(&ev);  // every event must be acked, or destroying its QP/CQ hangs
-        ++seen;
-    }
-    if (!seen) std::printf("%s: no async event within %d ms\n", s.who, ms);
-}
-
-// --- completions, without exiting on a failed one ----------------------------
-
-// Lessons 4 to 9 call wb::poll_one, which exits on any failed completion.
-// Here failure is the point: this loop returns the completion, failed or
-// not, or nothing when none came within timeout_s seconds.
-std::optional<ibv_wc> wait_completion(ibv_cq* cq, double timeout_s) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-    ibv_wc wc{};
-    for (;;) {
-        const int n = ibv_poll_cq(cq, 1, &wc);
-        if (n < 0) wb::fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
-        if (n == 1) return wc;
-        if (Clock::now() >= deadline) return std::nullopt;
-        std::this_thread::yield();
-    }
-}
-
-// "IBV_WC_RNR_RETRY_EXC_ERR (13)": the enum's name and number, which a learner can grep for.
-std::string status_text(ibv_wc_status st) {
-    return std::string(wb::wc_status_name(st)) + " (" + std::to_string(st) + ")";
-}
-
-void print_completion(const Side& s, const ibv_wc& wc) {
-    if (wc.status == IBV_WC_SUCCESS)
-        std::printf("%s: completion wr_id %" PRIu64 " %s, %u bytes, IBV_WC_SUCCESS\n", s.who, wc.wr_id,
-                    wb::wc_opcode_str(wc.opcode), wc.byte_len);
-    else  // opcode and byte_len are not valid in a failed completion
-        std::printf("%s: completion wr_id %" PRIu64 " %s: %s, vendor_err 0x%x\n", s.who, wc.wr_id,
-                    status_text(wc.status).c_str(), ibv_wc_status_str(wc.status), wc.vendor_err);
-}
-
-// --- posting ---------------------------------------------------------------------
-
-void post_receive(Side& s, uint32_t length) {
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.mr->addr), .length = length, .lkey = s.mr->lkey};
-    ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};
-    ibv_recv_wr* bad = nullptr;
-    CHECK_RC(ibv_post_recv(s.qp.get(), &wr, &bad));
-}
-
-// One signaled work request of `length` bytes from our buffer, at `offset`
-// in it; an RDMA WRITE or READ targets the peer's buffer with `rkey`.
-void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey = 0, uint32_t offset = 0) {
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf.get() + offset), .length = length, .lkey = s.mr->lkey};
-    ibv_send_wr wr = {
-        .wr_id = kSendId,
-        .next = nullptr,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = opcode,
-        .send_flags = IBV_SEND_SIGNALED,
-        .wr = {.rdma = {.remote_addr = s.peer.addr, .rkey = rkey}},  // ignored by a SEND
-    };
-    ibv_send_wr* bad = nullptr;
-    CHECK_RC(ibv_post_send(s.qp.get(), &wr, &bad));
-    s.posted = Clock::now();
-}
-
-// --- connecting, with every knob the failures turn in sight ------------------
-
-// Register our buffer for exactly `access` (each scenario says why).
-void register_buffer(Side& s, int access) {
-    s.mr.reset(CHECK_PTR(ibv_reg_mr(s.pd.get(), s.buf.get(), kBufferBytes, access),
-                         "ulimit -l: is locked memory limited? (make doctor checks this)"));
-}
-
-// The out-of-band exchange (lesson 4), offering our buffer and its rkey.
-void exchange(Side& s) {
-    s.psn = wb::random_psn();
-    wb::PeerInfo me = wb::local_info(kLesson, s.qp.get(), s.psn, s.addr);
-    me.addr = reinterpret_cast<uintptr_t>(s.buf.get());
-    me.length = kBufferBytes;
-    me.rkey = s.mr->rkey;
-    s.peer = wb::exchange(s.conn, me, s.opt.timeout_s);
-    std::printf("%s: peer %s is QP 0x%x, first PSN %u\n", s.who, s.conn.peer().c_str(), s.peer.qp_num, s.peer.psn);
-}
+// --- the knobs the failures turn: the QP's transitions, by hand -------------------
 
 // INIT -> RTR, as common/connect.cpp's qp_to_rtr does, but with the two
 // receiver-side knobs as arguments, and the return code handed back (the gid
@@ -282,56 +146,22 @@ void to_rtr_rts(Side& s) {
     to_rts(s, kRetryCnt, kRnrRetry);
 }
 
-// The server's QP accepts packets now: it says "RTR!" (lesson 4, step 8).
-void go(Side& s) {
-    if (s.server) wb::send_token(s.conn, "RTR!");
-    else wb::expect_token(s.conn, "RTR!", s.opt.timeout_s);
-}
+// --- the plumbing the scenarios share (defined after main) ---------------------
+// Completions are waited for with wb::poll_any (common/connect.hpp): where
+// lessons 4 to 9's wb::poll_one exits on a failed completion, it returns it,
+// since here failure is the point.
 
-// --- how each side ends ----------------------------------------------------------
-
-// The client: wait for its one completion, compare it with what the lesson
-// teaches, tell the server "DONE", and print the result line (with the time
-// the completion took, when `timed`).
-int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why,
-                   bool timed = false) {
-    const std::optional<ibv_wc> wc = wait_completion(s.send_cq.get(), s.opt.timeout_s);
-    const double took = seconds_since(s.posted);
-    if (wc) print_completion(s, *wc);
-    std::printf("client: %.3f s after the post; our QP is %s\n", took,
-                wb::qp_state_name(wb::query_state(s.qp.get())));
-    print_async_events(s, 100);
-    print_counter_deltas(s);
-    wb::send_token(s.conn, "DONE");
-    if (!wc)
-        wb::result_error(std::string(scenario) + ": expected " + status_text(expected) + ", got no completion within " +
-                         std::to_string(s.opt.timeout_s) + " s");
-    if (wc->status != expected)
-        wb::result_error(std::string(scenario) + ": expected " + status_text(expected) + ", got " +
-                         status_text(wc->status));
-    std::printf("result: %s: %s, as expected: %s", scenario, status_text(expected).c_str(), why.c_str());
-    if (timed) std::printf("; it took %.2f s", took);
-    std::printf("\n");
-    return 0;
-}
-
-// The server: wait for the client's "DONE", then report every completion
-// its CQs hold, its QP's state, async events and counters.
-int server_reports(Side& s, const char* scenario, std::string seen = "") {
-    wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
-    for (ibv_cq* cq : {s.recv_cq.get(), s.send_cq.get()}) {
-        while (const std::optional<ibv_wc> wc = wait_completion(cq, 0)) {
-            print_completion(s, *wc);
-            seen += (seen.empty() ? "" : ", ") + status_text(wc->status);
-        }
-    }
-    const ibv_qp_state state = wb::query_state(s.qp.get());
-    print_async_events(s, 100);
-    print_counter_deltas(s);
-    std::printf("result: server: %s: %s; our QP is %s\n", scenario,
-                seen.empty() ? "no completion" : ("completions " + seen).c_str(), wb::qp_state_name(state));
-    return 0;
-}
+void register_buffer(Side& s, int access);  // our MR, with exactly `access`
+void exchange(Side& s);                     // lesson 4's exchange, offering our buffer
+void go(Side& s);                           // the server's "RTR!" (lesson 4, step 8)
+void post_receive(Side& s, uint32_t length);
+void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey = 0, uint32_t offset = 0);
+int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why, bool timed = false);
+int server_reports(Side& s, const char* scenario, std::string seen = "");
+void print_completion(const Side& s, const ibv_wc& wc);
+void print_async_events(const Side& s, int ms);
+void print_counters(const Side& s);
+void print_state(const Side& s, const char* step);
 
 // --- the scenarios: each plays both sides ---------------------------------------
 
@@ -375,27 +205,27 @@ int rnr_wait(Side& s) {
             std::printf("server: min_rnr_timer %u; the client's SEND is posted: posting the receive in 1 s\n", timer);
             std::this_thread::sleep_for(std::chrono::seconds(1));  // THE MISTAKE: a receive posted late
             post_receive(s, 16);
-            const std::optional<ibv_wc> wc = wait_completion(s.recv_cq.get(), s.opt.timeout_s);
+            const std::optional<ibv_wc> wc = wb::poll_any(s.recv_cq.get(), s.opt.timeout_s);
             if (!wc) wb::fail("no RECV within " + std::to_string(s.opt.timeout_s) + " s");
             print_completion(s, *wc);
-            seen += (seen.empty() ? "" : ", ") + status_text(wc->status);
+            seen += (seen.empty() ? "" : ", ") + wb::wc_status_text(wc->status);
         }
         return server_reports(s, "rnr-wait", seen);
     }
     std::string took;
     for (int round = 0; round < 2; ++round) {
         if (round == 1) wb::expect_token(s.conn, "NEXT", s.opt.timeout_s);
-        const uint64_t naks_before = counter_delta(s, "rcvd_rnr_err");
+        const uint64_t naks_before = s.counters->moved("rcvd_rnr_err");
         const auto t0 = Clock::now();
         post(s, IBV_WR_SEND, 16);
         wb::send_token(s.conn, "SENT");
-        const std::optional<ibv_wc> wc = wait_completion(s.send_cq.get(), s.opt.timeout_s);
+        const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), s.opt.timeout_s);
         const double secs = seconds_since(t0);
-        const uint64_t naks = counter_delta(s, "rcvd_rnr_err") - naks_before;
+        const uint64_t naks = s.counters->moved("rcvd_rnr_err") - naks_before;
         if (!wc || wc->status != IBV_WC_SUCCESS) {
             wb::send_token(s.conn, "DONE");
-            wb::result_error(std::string("rnr-wait: expected ") + status_text(IBV_WC_SUCCESS) + ", got " +
-                             (wc ? status_text(wc->status) : "no completion"));
+            wb::result_error(std::string("rnr-wait: expected ") + wb::wc_status_text(IBV_WC_SUCCESS) + ", got " +
+                             (wc ? wb::wc_status_text(wc->status) : "no completion"));
         }
         print_completion(s, *wc);
         std::printf("client: the SEND completed %.3f s after the post, after %" PRIu64 " RNR NAKs (rcvd_rnr_err)\n",
@@ -405,10 +235,10 @@ int rnr_wait(Side& s) {
                       secs, naks, round ? 0 : kMinRnrTimer);
         took += line;
     }
-    print_counter_deltas(s);
+    print_counters(s);
     wb::send_token(s.conn, "DONE");
     std::printf("result: rnr-wait: %s, as expected: both SENDs landed late, no error: %s\n",
-                status_text(IBV_WC_SUCCESS).c_str(), took.c_str());
+                wb::wc_status_text(IBV_WC_SUCCESS).c_str(), took.c_str());
     return 0;
 }
 
@@ -505,21 +335,21 @@ int flush(Side& s) {
     CHECK_RC(ibv_post_send(s.qp.get(), wrs, &bad));
     std::vector<ibv_wc> got;
     while (got.size() < 3)
-        if (const std::optional<ibv_wc> wc = wait_completion(s.send_cq.get(), s.opt.timeout_s)) {
+        if (const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), s.opt.timeout_s)) {
             print_completion(s, *wc);
             got.push_back(*wc);
         } else break;
-    print_counter_deltas(s);
+    print_counters(s);
     wb::send_token(s.conn, "DONE");
     const bool as_taught = got.size() == 3 && got[0].status == IBV_WC_REM_ACCESS_ERR &&
                            got[1].status == IBV_WC_WR_FLUSH_ERR && got[2].status == IBV_WC_WR_FLUSH_ERR;
     if (!as_taught)
-        wb::result_error("flush: expected " + status_text(IBV_WC_REM_ACCESS_ERR) + " then two " +
-                         status_text(IBV_WC_WR_FLUSH_ERR) + ", got " + std::to_string(got.size()) +
-                         " completions, the first " + (got.empty() ? "none" : status_text(got[0].status)));
+        wb::result_error("flush: expected " + wb::wc_status_text(IBV_WC_REM_ACCESS_ERR) + " then two " +
+                         wb::wc_status_text(IBV_WC_WR_FLUSH_ERR) + ", got " + std::to_string(got.size()) +
+                         " completions, the first " + (got.empty() ? "none" : wb::wc_status_text(got[0].status)));
     std::printf("result: flush: %s, as expected: the first error (%s, a wrong rkey) is the cause, "
                 "the two flushed SENDs its echo\n",
-                status_text(IBV_WC_WR_FLUSH_ERR).c_str(), status_text(IBV_WC_REM_ACCESS_ERR).c_str());
+                wb::wc_status_text(IBV_WC_WR_FLUSH_ERR).c_str(), wb::wc_status_text(IBV_WC_REM_ACCESS_ERR).c_str());
     return 0;
 }
 
@@ -547,13 +377,13 @@ int mtu(Side& s) {
     // attempt to send it fails (send_err), and it tries again, for ever: no
     // completion, no retry_cnt. We wait 2 s, then move the QP to ERR ourselves,
     // which flushes the stuck SEND: that is how a program gets its WRs back.
-    if (const std::optional<ibv_wc> early = wait_completion(s.send_cq.get(), 2)) {
+    if (const std::optional<ibv_wc> early = wb::poll_any(s.send_cq.get(), 2)) {
         print_completion(s, *early);
         wb::send_token(s.conn, "DONE");
-        wb::result_error("mtu: expected no completion within 2 s, got " + status_text(early->status));
+        wb::result_error("mtu: expected no completion within 2 s, got " + wb::wc_status_text(early->status));
     }
     std::printf("client: no completion after %.1f s; send_err +%" PRIu64 "; moving our QP to ERR\n",
-                seconds_since(s.posted), counter_delta(s, "send_err"));
+                seconds_since(s.posted), s.counters->moved("send_err"));
     ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
     CHECK_RC(ibv_modify_qp(s.qp.get(), &err, IBV_QP_STATE));
     return client_expects(s, "mtu", IBV_WC_WR_FLUSH_ERR,
@@ -588,7 +418,7 @@ int gid(Side& s) {
     const int err = rc > 0 ? rc : errno;
     std::printf("%s: ibv_modify_qp(INIT -> RTR) from %s to %s: %s\n", s.who, wb::gid_to_string(s.addr.gid).c_str(),
                 wb::gid_to_string(s.peer.gid).c_str(), rc == 0 ? "ok" : wb::errno_str(err).c_str());
-    print_counter_deltas(s);
+    print_counters(s);
     // No RTR!: neither QP got there. The client ends, the server follows.
     if (s.server) {
         wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
@@ -604,11 +434,6 @@ int gid(Side& s) {
     std::printf("result: gid: EINVAL from ibv_modify_qp(INIT -> RTR), as expected: no completion at all; "
                 "an IPv6 GID cannot route to an IPv4-mapped one: give both sides the same kind (-g)\n");
     return 0;
-}
-
-// RESET -> INIT -> RTR -> RTS again, printing the state after each step.
-void print_state(const Side& s, const char* step) {
-    std::printf("%s: %-14s QP is %s\n", s.who, step, wb::qp_state_name(wb::query_state(s.qp.get())));
 }
 
 // recover's messages: the receive owns the buffer's first bytes, what we send starts here.
@@ -629,16 +454,16 @@ int recover(Side& s) {
         wb::expect_token(s.conn, "AGIN", s.opt.timeout_s);  // the client failed and asks to start again
     } else {
         post(s, IBV_WR_SEND, 16);
-        failed = wait_completion(s.send_cq.get(), s.opt.timeout_s);
+        failed = wb::poll_any(s.send_cq.get(), s.opt.timeout_s);
         if (!failed || failed->status != IBV_WC_RNR_RETRY_EXC_ERR) {
             wb::send_token(s.conn, "DONE");
-            wb::result_error(std::string("recover: expected ") + status_text(IBV_WC_RNR_RETRY_EXC_ERR) + ", got " +
-                             (failed ? status_text(failed->status) : "no completion"));
+            wb::result_error(std::string("recover: expected ") + wb::wc_status_text(IBV_WC_RNR_RETRY_EXC_ERR) + ", got " +
+                             (failed ? wb::wc_status_text(failed->status) : "no completion"));
         }
         print_completion(s, *failed);
         print_async_events(s, 100);
         // 2. Drain: every other completion of the broken QP (here none) is a flush.
-        while (const std::optional<ibv_wc> wc = wait_completion(s.send_cq.get(), 0)) print_completion(s, *wc);
+        while (const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), 0)) print_completion(s, *wc);
         wb::send_token(s.conn, "AGIN");
     }
     print_state(s, "after the error");
@@ -657,7 +482,7 @@ int recover(Side& s) {
     go(s);
     // 5. Lesson 4's sum on the recovered QP.
     if (s.server) {
-        const std::optional<ibv_wc> wc = wait_completion(s.recv_cq.get(), s.opt.timeout_s);
+        const std::optional<ibv_wc> wc = wb::poll_any(s.recv_cq.get(), s.opt.timeout_s);
         if (!wc) wb::fail("no request within " + std::to_string(s.opt.timeout_s) + " s");
         wb::check_wc(*wc, "the client's request (RECV)");
         const wb::SumAnswer answer = wb::answer_sum_request(s.buf.get(), wc->byte_len);
@@ -665,7 +490,7 @@ int recover(Side& s) {
         post(s, IBV_WR_SEND, sizeof answer.response, 0, kSendOffset);
         wb::poll_one(s.send_cq.get(), s.opt.timeout_s, "the SEND of the response", s.conn);
         wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
-        print_counter_deltas(s);
+        print_counters(s);
         if (!answer.error.empty()) wb::result_error("recover: " + answer.error);
         std::printf("result: server: recover: after RESET -> INIT -> RTR -> RTS, %" PRId64 " + %" PRId64
                     " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
@@ -677,11 +502,11 @@ int recover(Side& s) {
     wb::poll_one(s.send_cq.get(), s.opt.timeout_s, "the SEND of the request", s.conn);
     const ibv_wc wc = wb::poll_one(s.recv_cq.get(), s.opt.timeout_s, "the server's response (RECV)", s.conn);
     const wb::SumResult r = wb::read_sum_response(s.buf.get(), wc.byte_len, 2, 3);
-    print_counter_deltas(s);
+    print_counters(s);
     wb::send_token(s.conn, "DONE");
     if (!r.error.empty()) wb::result_error("recover: " + r.error);
     std::printf("result: recover: %s, as expected, then ERR -> RESET -> INIT -> RTR -> RTS and 2 + 3 = %" PRId64 "\n",
-                status_text(failed->status).c_str(), r.sum);
+                wb::wc_status_text(failed->status).c_str(), r.sum);
     return 0;
 }
 
@@ -747,7 +572,7 @@ int main(int argc, char** argv) {
     s.ctx = wb::open_device(s.opt.device);
     s.addr = wb::choose_address(s.ctx.get(), s.opt.ib_port, s.opt.gid_index);
     wb::print_address(ibv_get_device_name(s.ctx->device), s.addr);
-    s.counters = read_counters(s);
+    s.counters.emplace(s.ctx.get(), s.addr.port);
 
     // 2. PD, CQs (4 entries: flush's three WRs and more), an RC QP, a buffer.
     s.pd.reset(CHECK_PTR(ibv_alloc_pd(s.ctx.get())));
@@ -786,3 +611,137 @@ int main(int argc, char** argv) {
     // 4. The scenario: both sides' parts, in one function each.
     return scenario->play(s);
 }
+
+namespace {
+
+// --- the plumbing: connecting, posting, and how each side ends and reports ------
+
+void register_buffer(Side& s, int access) {
+    s.mr.reset(CHECK_PTR(ibv_reg_mr(s.pd.get(), s.buf.get(), kBufferBytes, access),
+                         "ulimit -l: is locked memory limited? (make doctor checks this)"));
+}
+
+void exchange(Side& s) {
+    s.psn = wb::random_psn();
+    wb::PeerInfo me = wb::local_info(kLesson, s.qp.get(), s.psn, s.addr);
+    me.addr = reinterpret_cast<uintptr_t>(s.buf.get());
+    me.length = kBufferBytes;
+    me.rkey = s.mr->rkey;
+    s.peer = wb::exchange(s.conn, me, s.opt.timeout_s);
+    std::printf("%s: peer %s is QP 0x%x, first PSN %u\n", s.who, s.conn.peer().c_str(), s.peer.qp_num, s.peer.psn);
+}
+
+void go(Side& s) {
+    if (s.server) wb::send_token(s.conn, "RTR!");
+    else wb::expect_token(s.conn, "RTR!", s.opt.timeout_s);
+}
+
+void post_receive(Side& s, uint32_t length) {
+    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.mr->addr), .length = length, .lkey = s.mr->lkey};
+    ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};
+    ibv_recv_wr* bad = nullptr;
+    CHECK_RC(ibv_post_recv(s.qp.get(), &wr, &bad));
+}
+
+// One signaled work request of `length` bytes from our buffer, at `offset`
+// in it; an RDMA WRITE or READ targets the peer's buffer with `rkey`.
+void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey, uint32_t offset) {
+    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf.get() + offset), .length = length, .lkey = s.mr->lkey};
+    ibv_send_wr wr = {
+        .wr_id = kSendId,
+        .next = nullptr,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = opcode,
+        .send_flags = IBV_SEND_SIGNALED,
+        .wr = {.rdma = {.remote_addr = s.peer.addr, .rkey = rkey}},  // ignored by a SEND
+    };
+    ibv_send_wr* bad = nullptr;
+    CHECK_RC(ibv_post_send(s.qp.get(), &wr, &bad));
+    s.posted = Clock::now();
+}
+
+// The client: wait for its one completion, compare it with what the lesson
+// teaches, tell the server "DONE", and print the result line (with the time
+// the completion took, when `timed`).
+int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why, bool timed) {
+    const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), s.opt.timeout_s);
+    const double took = seconds_since(s.posted);
+    if (wc) print_completion(s, *wc);
+    std::printf("client: %.3f s after the post; our QP is %s\n", took,
+                wb::qp_state_name(wb::query_state(s.qp.get())));
+    print_async_events(s, 100);
+    print_counters(s);
+    wb::send_token(s.conn, "DONE");
+    if (!wc)
+        wb::result_error(std::string(scenario) + ": expected " + wb::wc_status_text(expected) + ", got no completion within " +
+                         std::to_string(s.opt.timeout_s) + " s");
+    if (wc->status != expected)
+        wb::result_error(std::string(scenario) + ": expected " + wb::wc_status_text(expected) + ", got " +
+                         wb::wc_status_text(wc->status));
+    std::printf("result: %s: %s, as expected: %s", scenario, wb::wc_status_text(expected).c_str(), why.c_str());
+    if (timed) std::printf("; it took %.2f s", took);
+    std::printf("\n");
+    return 0;
+}
+
+// The server: wait for the client's "DONE", then report every completion
+// its CQs hold, its QP's state, async events and counters.
+int server_reports(Side& s, const char* scenario, std::string seen) {
+    wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
+    for (ibv_cq* cq : {s.recv_cq.get(), s.send_cq.get()}) {
+        while (const std::optional<ibv_wc> wc = wb::poll_any(cq, 0)) {
+            print_completion(s, *wc);
+            seen += (seen.empty() ? "" : ", ") + wb::wc_status_text(wc->status);
+        }
+    }
+    const ibv_qp_state state = wb::query_state(s.qp.get());
+    print_async_events(s, 100);
+    print_counters(s);
+    std::printf("result: server: %s: %s; our QP is %s\n", scenario,
+                seen.empty() ? "no completion" : ("completions " + seen).c_str(), wb::qp_state_name(state));
+    return 0;
+}
+
+// --- what a failure leaves behind -----------------------------------------------
+
+void print_completion(const Side& s, const ibv_wc& wc) {
+    if (wc.status == IBV_WC_SUCCESS)
+        std::printf("%s: completion wr_id %" PRIu64 " %s, %u bytes, IBV_WC_SUCCESS\n", s.who, wc.wr_id,
+                    wb::wc_opcode_str(wc.opcode), wc.byte_len);
+    else  // opcode and byte_len are not valid in a failed completion
+        std::printf("%s: completion wr_id %" PRIu64 " %s: %s, vendor_err 0x%x\n", s.who, wc.wr_id,
+                    wb::wc_status_text(wc.status).c_str(), ibv_wc_status_str(wc.status), wc.vendor_err);
+}
+
+// Errors that no completion reports (a QP the responder put in ERR, a CQ
+// overrun, a port going down) arrive as asynchronous events on the device's
+// async_fd. ibv_get_async_event blocks, so we make the fd non-blocking and
+// wait for it with poll(), at most `ms` milliseconds.
+void print_async_events(const Side& s, int ms) {
+    const int fd = s.ctx->async_fd;
+    CHECK_ERRNO(fcntl(fd, F_SETFL, CHECK_ERRNO(fcntl(fd, F_GETFL)) | O_NONBLOCK));
+    int seen = 0;
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    while (CHECK_ERRNO(poll(&p, 1, seen ? 0 : ms)) == 1) {
+        ibv_async_event ev;
+        if (ibv_get_async_event(s.ctx.get(), &ev) == -1) {
+            if (errno == EAGAIN) break;  // poll() saw the fd readable, but another reader took the event
+            wb::fail("ibv_get_async_event(s.ctx.get(), &ev) failed: " + wb::errno_str(errno));
+        }
+        std::printf("%s: async event %s (%d)\n", s.who, ibv_event_type_str(ev.event_type), ev.event_type);
+        ibv_ack_async_event(&ev);  // every event must be acked, or destroying its QP/CQ hangs
+        ++seen;
+    }
+    if (!seen) std::printf("%s: no async event within %d ms\n", s.who, ms);
+}
+
+void print_counters(const Side& s) {
+    std::printf("%s: port counters that moved: %s\n", s.who, s.counters->moved_list().c_str());
+}
+
+void print_state(const Side& s, const char* step) {
+    std::printf("%s: %-14s QP is %s\n", s.who, step, wb::qp_state_name(wb::query_state(s.qp.get())));
+}
+
+}  // namespace

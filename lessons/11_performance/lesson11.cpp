@@ -42,11 +42,11 @@
 // what each curve says, exercises).
 #include <infiniband/verbs.h>
 
-#include <endian.h>
 #include <poll.h>
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -57,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "bench.hpp"
 #include "check.hpp"
 #include "connect.hpp"
 #include "device.hpp"
@@ -88,8 +89,8 @@ constexpr uint8_t kReadsInFlight = 16;
 // Completions taken per ibv_poll_cq call.
 constexpr int kPollBatch = 16;
 
-// The measurement options: both sides must run the same ones. The client
-// sends them after the QP exchange (encode below); the server compares.
+// The measurement options: both sides must run the same ones. Each sends
+// them to the other after the QP exchange, as one line (agree_on_spec).
 struct Spec {
     Test test = Test::lat;
     Op op = Op::send;
@@ -103,58 +104,25 @@ struct Spec {
     bool events = false;     // --events
 };
 
-// The wire form of a Spec: "L11S", then each field big-endian, 28 bytes.
-constexpr size_t kSpecWireSize = 28;
-void encode_spec(const Spec& s, uint8_t* out) {
-    std::memcpy(out, "L11S", 4);
-    out[4] = static_cast<uint8_t>(s.test);
-    out[5] = static_cast<uint8_t>(s.op);
-    out[6] = (s.all ? 1 : 0) | (s.inl ? 2 : 0) | (s.events ? 4 : 0);
-    out[7] = 0;
-    const uint32_t be[] = {htobe32(s.size), htobe32(s.iters), htobe32(s.signal), htobe32(s.batch),
-                           htobe32(s.depth)};
-    std::memcpy(out + 8, be, sizeof be);
-}
-
-// "--op write", "-s 65536": a Spec's options as one would type them, for the
-// message that says how the two sides differ.
-std::string spec_text(const Spec& s) {
-    std::string t = std::string("--test ") + test_name(s.test) + " --op " + op_name(s.op);
-    t += s.all ? " -a" : " -s " + std::to_string(s.size);
-    t += " -n " + std::to_string(s.iters);
-    if (s.inl) t += " --inline";
-    if (s.test == Test::bw)
-        t += " --signal " + std::to_string(s.signal) + " --batch " + std::to_string(s.batch) + " --depth " +
-             std::to_string(s.depth);
-    if (s.events) t += " --events";
-    return t;
-}
-
-// Send our Spec, receive the peer's, and stop both sides when they differ: a
-// client measuring 64 KiB WRITEs against a server set up for 2-byte SENDs
-// would print a wrong number, or hang, rather than an error.
-void agree_on_spec(wb::Connection& conn, const Spec& mine, bool is_server, int timeout_s) {
-    uint8_t out[kSpecWireSize], in[kSpecWireSize];
-    encode_spec(mine, out);
-    wb::send_all(conn, out);
-    if (!wb::recv_exact(conn, in, timeout_s)) wb::fail("the peer closed the connection before sending its options");
-    if (std::memcmp(in, out, kSpecWireSize) == 0) return;
-    Spec theirs;
-    theirs.test = static_cast<Test>(in[4]);
-    theirs.op = static_cast<Op>(in[5]);
-    theirs.all = in[6] & 1, theirs.inl = in[6] & 2, theirs.events = in[6] & 4;
-    uint32_t be[5];
-    std::memcpy(be, in + 8, sizeof be);
-    theirs.size = be32toh(be[0]), theirs.iters = be32toh(be[1]), theirs.signal = be32toh(be[2]);
-    theirs.batch = be32toh(be[3]), theirs.depth = be32toh(be[4]);
-    const bool garbage = std::memcmp(in, "L11S", 4) != 0 || (in[4] != 1 && in[4] != 2) || in[5] < 1 || in[5] > 3;
-    const char* me = is_server ? "server" : "client";
-    const char* peer = is_server ? "client" : "server";
-    if (garbage) wb::fail(std::string("the ") + peer + " sent options that are not a lesson-11 Spec");
-    wb::fail(std::string("options differ: this ") + me + " runs " + spec_text(mine) + "; the " + peer + " runs " +
-                 spec_text(theirs),
-             "start both sides with the same measurement options; only HOST differs");
-}
+// The plumbing, after main(): the options as one line of text, which both
+// sides compare (agree_on_spec); the latency statistics; the CSV row for
+// scripts/bench/; the server's sign that requests came (expected_psn).
+std::string spec_text(const Spec& s);
+void agree_on_spec(wb::Connection& conn, const Spec& mine, bool is_server, int timeout_s);
+struct LatStats {
+    double min, typical, p99, p999, max;  // in us
+};
+LatStats lat_stats(std::vector<int64_t>& ns, double divide);
+std::string csv_row(const Spec& s, uint32_t size, int mtu, const char* values);
+extern const char* const kCsvHeader;
+uint32_t expected_psn(ibv_qp* qp);
+// The command line, checked (parse_command_line).
+struct CommandLine {
+    wb::Options opt;
+    Spec spec;
+    std::string csv_path;  // -C: the client's CSV file, or empty
+};
+CommandLine parse_command_line(int argc, char** argv);
 
 // Nanoseconds since an arbitrary start, from the clock NTP never slews
 // (CLOCK_MONOTONIC may be sped up or slowed down; _RAW is the bare counter).
@@ -187,8 +155,7 @@ struct CqWaiter {
             return now > deadline;
         };
         for (unsigned spins = 1;; ++spins) {
-            const int n = ibv_poll_cq(cq, max, wc);
-            if (n < 0) wb::fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+            const int n = CHECK_POLL(ibv_poll_cq(cq, max, wc));
             if (n > 0) return n;
             if (channel == nullptr) {
                 // Reading the clock on every empty poll would slow the spin
@@ -295,34 +262,6 @@ struct Poster {
     }
 };
 
-// Typical (median), percentiles, min and max of one latency run, in us.
-struct LatStats {
-    double min, typical, p99, p999, max;
-};
-LatStats lat_stats(std::vector<int64_t>& ns, double divide) {
-    std::sort(ns.begin(), ns.end());
-    const size_t n = ns.size();
-    auto us = [&](size_t i) { return static_cast<double>(ns[std::min(i, n - 1)]) / 1000.0 / divide; };
-    // The median of an even count is the mean of the two middle samples (as
-    // perftest's get_median); the p-th percentile is the sample at ceil(p x n).
-    const double median = n % 2 ? us(n / 2) : (us(n / 2 - 1) + us(n / 2)) / 2;
-    auto pct = [&](double p) { return us(static_cast<size_t>(std::ceil(p * static_cast<double>(n))) - 1); };
-    return {.min = us(0), .typical = median, .p99 = pct(0.99), .p999 = pct(0.999), .max = us(n - 1)};
-}
-
-void append_csv(const std::string& path, const Spec& s, uint32_t size, int mtu, const char* values) {
-    if (path.empty()) return;
-    FILE* f = std::fopen(path.c_str(), "a");
-    if (f == nullptr) wb::fail("cannot open --csv " + path + ": " + wb::errno_str(errno));
-    if (std::ftell(f) == 0)
-        std::fputs("tool,test,op,bytes,iters,inline,signal,batch,depth,events,mtu,"
-                   "min_us,typical_us,p99_us,p999_us,max_us,mib_s,post_calls\n",
-                   f);
-    std::fprintf(f, "lesson11,%s,%s,%u,%u,%d,%u,%u,%u,%d,%d,%s\n", test_name(s.test), op_name(s.op), size, s.iters,
-                 s.inl, s.signal, s.batch, s.depth, s.events, mtu, values);
-    std::fclose(f);
-}
-
 // Spin on the last byte of `buf` until the peer's RDMA WRITE puts `mark`
 // there: the WRITE raises no completion at the target, so a latency test
 // watches memory, as perftest's ib_write_lat does. (The byte is written last
@@ -337,137 +276,17 @@ void wait_for_byte(const volatile uint8_t* last, uint8_t mark, int timeout_s) {
                      "is the peer still running?");
 }
 
-// A long run (a 1 MiB sweep, a slow machine) can outlast --timeout, while
-// the server, whose CPU takes no part in a WRITE or READ, waits for "DONE".
-// So the client says "MORE" on the TCP connection at least every
-// kHeartbeatNs while it measures, and the server's wait is bounded per token.
-constexpr int64_t kHeartbeatNs = 1'000'000'000;
-struct Heartbeat {
-    wb::Connection& conn;
-    int64_t next = 0;
-    void maybe_beat(int64_t now) {
-        if (now < next) return;
-        if (next != 0) wb::send_token(conn, "MORE");
-        next = now + kHeartbeatNs;
-    }
-};
-
-// The server's end of a size: "MORE" tokens (the client is still measuring),
-// then "DONE". Each token is waited for at most timeout_s, and the whole size
-// at most kMoreTimeouts x timeout_s: a client that says MORE for ever must not
-// hold the server for ever.
-constexpr int kMoreTimeouts = 20;
-void wait_for_done(wb::Connection& conn, int timeout_s) {
-    const int64_t deadline = now_ns() + int64_t{kMoreTimeouts} * timeout_s * 1'000'000'000;
-    for (;;) {
-        uint8_t token[4];
-        if (!wb::recv_exact(conn, token, timeout_s))
-            wb::fail("the client closed the connection before it said DONE", "did the client fail? see its output");
-        if (std::memcmp(token, "MORE", 4) == 0 && now_ns() > deadline)
-            wb::fail("the client still says MORE after " + std::to_string(kMoreTimeouts * timeout_s) + " s (" +
-                         std::to_string(kMoreTimeouts) + " x --timeout) on one size",
-                     "raise --timeout for a longer measurement");
-        if (std::memcmp(token, "MORE", 4) == 0) continue;
-        if (std::memcmp(token, "DONE", 4) == 0) return;
-        wb::fail("the client sent '" + wb::printable(reinterpret_cast<const char*>(token), 4) +
-                 "' where MORE or DONE belongs");
-    }
-}
-
-// The next PSN our QP expects from its peer (rq_psn): it moves on with every
-// request packet that arrives, SEND, WRITE or READ, whether or not our CPU
-// sees it. For a WRITE or READ stream, the one sign on the server's side
-// that the client's requests really came.
-uint32_t expected_psn(ibv_qp* qp) {
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_RQ_PSN, &init));
-    return attr.rq_psn;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string test_text, op_text, size_text, all_text, iters_text, inline_text, signal_text, batch_text,
-        depth_text, events_text, csv_path;
-    const wb::ExtraOption extra[] = {
-        // The letters are perftest's where it has one (-a -n -s -I -Q -l -t -e).
-        {'T', "test", "lat|bw", "latency ping-pong or bandwidth stream (default: lat)", &test_text},
-        {'o', "op", "OP", "the operation measured: send, write or read (default: send)", &op_text},
-        {'s', "size", "BYTES", "message size, 1..8388608 (default: 2 for lat, 65536 for bw)", &size_text},
-        {'a', "all", nullptr, "sweep sizes from 2 B to 1 MiB in powers of two", &all_text},
-        {'n', "iters", "N", "iterations per size (default: 1000 for lat, 5000 for bw)", &iters_text},
-        {'I', "inline", nullptr, "post with IBV_SEND_INLINE (SEND and WRITE, up to max_inline_data)", &inline_text},
-        {'Q', "signal", "N", "bw: ask for a completion every Nth WR (default: 1)", &signal_text},
-        {'l', "batch", "N", "bw: post N WRs per ibv_post_send call (default: 1)", &batch_text},
-        {'t', "depth", "N", "bw: WRs in flight, up to max_qp_wr (default: 128)", &depth_text},
-        {'e', "events", nullptr, "wait on a completion channel instead of busy polling", &events_text},
-        {'C', "csv", "FILE", "client: append one row per size to FILE", &csv_path},
-    };
-    const wb::Usage usage = {
-        .synopsis = "[options]          server\n"
-                    "  lesson11 [options] HOST     client: measure, print the result",
-        .summary = "latency and bandwidth of SEND, WRITE and READ, measured as perftest does",
-        .notes = "Both sides must be given the same measurement options (all but -C).\n"
-                 "Results: \"result: send lat 2 B: typical X us, p99 X us, p99.9 X us (n=1000)\",\n"
-                 "         \"result: write bw 65536 B: X MiB/s (n=5000)\"; with -a, one per size.",
-    };
-    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
-    if (opt.args.size() > 1) wb::usage_error("too many arguments: the client takes one HOST");
+    const CommandLine cl = parse_command_line(argc, argv);
+    const wb::Options& opt = cl.opt;
+    const Spec& spec = cl.spec;
+    const std::string& csv_path = cl.csv_path;
     const bool is_server = opt.args.empty();
     const char* me = is_server ? "server" : "client";
-
-    // The options, checked before anything is opened.
-    Spec spec;
-    if (opt.given('T') && test_text != "lat" && test_text != "bw")
-        wb::usage_error("--test must be lat or bw, not '" + test_text + "'");
-    spec.test = test_text == "bw" ? Test::bw : Test::lat;
-    if (opt.given('o') && op_text != "send" && op_text != "write" && op_text != "read")
-        wb::usage_error("--op must be send, write or read, not '" + op_text + "'");
-    spec.op = op_text == "write" ? Op::write : op_text == "read" ? Op::read : Op::send;
     const bool lat = spec.test == Test::lat;
-    spec.all = opt.given('a');
-    if (spec.all && opt.given('s')) wb::usage_error("-a sweeps the sizes itself: give -a or -s, not both");
-    spec.size = opt.given('s') ? static_cast<uint32_t>(wb::parse_range(size_text, "-s", 1, kMaxSize))
-                : spec.all     ? kSweepLast
-                : lat          ? 2
-                               : 65536;
-    spec.iters = static_cast<uint32_t>(opt.given('n') ? wb::parse_range(iters_text, "-n", 1, kMaxIters)
-                                                      : (lat ? 1000 : 5000));
-    spec.inl = opt.given('I');
-    if (spec.inl && spec.op == Op::read)
-        wb::usage_error("--inline with --op read: a READ carries no data from us, so there is nothing to inline");
-    for (char bw_only : {'Q', 'l', 't'})
-        if (lat && opt.given(bw_only))
-            wb::usage_error(std::string(bw_only == 'Q' ? "--signal" : bw_only == 'l' ? "--batch" : "--depth") +
-                            " is a bandwidth option: a ping-pong has one message in flight (add --test bw)");
-    spec.signal = opt.given('Q') ? static_cast<uint32_t>(wb::parse_range(signal_text, "--signal", 1, 1 << 20)) : 1;
-    spec.batch = opt.given('l') ? static_cast<uint32_t>(wb::parse_range(batch_text, "--batch", 1, 1 << 20)) : 1;
-    spec.depth = lat ? 1 : opt.given('t') ? static_cast<uint32_t>(wb::parse_range(depth_text, "--depth", 1, 1 << 24)) : 128;
-    // A WR that asks for no completion keeps its send-queue slot until a later
-    // signaled one completes: with fewer slots than --signal, the queue fills
-    // with WRs whose completion never comes.
-    if (spec.signal > spec.depth)
-        wb::usage_error("--signal " + std::to_string(spec.signal) + " is more than --depth " +
-                        std::to_string(spec.depth) + ": the send queue would fill before any WR asks for a completion");
-    if (spec.batch > spec.depth)
-        wb::usage_error("--batch " + std::to_string(spec.batch) + " is more than --depth " +
-                        std::to_string(spec.depth) + ": one post list cannot exceed the send queue");
-    spec.events = opt.given('e');
-    if (spec.events && lat && spec.op == Op::write)
-        wb::usage_error("--events with --test lat --op write: a WRITE raises no completion at its target, "
-                        "which watches memory; use --op send");
-    if (is_server && opt.given('C')) wb::usage_error("-C is a client option: the client writes the results");
-
-    // The clock: a latency below its tick reads as 0 or as one tick. A VM
-    // without a usable TSC (the lab's TCG guest, unless booted with
-    // tsc_early_khz: docs/lesson11-performance.md) ticks every 4 ms.
-    timespec res;
-    CHECK_ERRNO(clock_getres(CLOCK_MONOTONIC_RAW, &res));
-    if (res.tv_sec > 0 || res.tv_nsec > 1000)
-        std::fprintf(stderr, "lesson11: warning: CLOCK_MONOTONIC_RAW ticks every %.0f us here (clock_getres): "
-                     "shorter times read as 0 or one tick\n",
-                     static_cast<double>(res.tv_sec) * 1e6 + static_cast<double>(res.tv_nsec) / 1e3);
+    wb::warn_if_coarse_clock();  // a latency below the clock's tick reads as 0 or one tick
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);
@@ -570,14 +389,7 @@ int main(int argc, char** argv) {
     if (spec.op == Op::send) post_receives(qp.get(), target_mr.get(), buf_bytes, recv_queue);
 
     // 5. Out-of-band exchange: QP number, PSN, GID, and the target buffer.
-    wb::Connection conn;
-    if (is_server) {
-        wb::Listener listener(opt.tcp_port);
-        std::printf("server: waiting for a client on TCP port %u\n", opt.tcp_port);
-        conn = listener.accept(opt.accept_timeout_s());
-    } else {
-        conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
-    }
+    wb::Connection conn = wb::meet_peer(opt, is_server);
     wb::PeerInfo mine = wb::local_info(kLesson, qp.get(), psn, addr);
     if (target_mr) {
         mine.addr = reinterpret_cast<uintptr_t>(target_buf.get());
@@ -600,7 +412,7 @@ int main(int argc, char** argv) {
     wb::qp_to_rts(qp.get(), psn, reads_in_flight);
 
     CqWaiter waiter{.cq = cq.get(), .channel = channel.get(), .timeout_s = opt.timeout_s};
-    Heartbeat heartbeat{.conn = conn};
+    wb::Heartbeat heartbeat{.conn = conn};  // "MORE" while we measure (common/bench.hpp)
     Poster poster{.qp = qp.get(),
                   .local = local_mr.get(),
                   .op = spec.op,
@@ -667,7 +479,7 @@ int main(int argc, char** argv) {
             for (uint32_t i = 0; i < n; ++i) {
                 *out_mark = static_cast<uint8_t>(i % 255 + 1);
                 stamps[i] = now_ns();
-                heartbeat.maybe_beat(stamps[i]);
+                heartbeat.beat(stamps[i]);
                 poster.last = posted + 1;
                 poster.post(posted + 1, 1, size);
                 ++posted;
@@ -692,7 +504,7 @@ int main(int argc, char** argv) {
                         spec.op == Op::read ? " (round trips)" : " (half round trips)");
             char row[200];
             std::snprintf(row, sizeof row, "%.3f,%.3f,%.3f,%.3f,%.3f,,", st.min, st.typical, st.p99, st.p999, st.max);
-            append_csv(csv_path, spec, size, path_mtu, row);
+            wb::append_csv(csv_path, kCsvHeader, csv_row(spec, size, path_mtu, row));
             std::printf("result: %s lat %u B: typical %.2f us, p99 %.2f us, p99.9 %.2f us (n=%u)\n",
                         op_name(spec.op), size, st.typical, st.p99, st.p999, n);
         } else if (is_server) {
@@ -723,7 +535,7 @@ int main(int argc, char** argv) {
                     posted += k;
                 }
                 reap(completed + 1, 0, nullptr, "the stream's completions");
-                heartbeat.maybe_beat(now_ns());
+                heartbeat.beat(now_ns());
             }
             const int64_t t1 = now_ns();
             const double seconds = static_cast<double>(t1 - t0) / 1e9;
@@ -735,7 +547,7 @@ int main(int argc, char** argv) {
                         size, bytes, seconds, n / seconds, calls, n);
             char row[200];
             std::snprintf(row, sizeof row, ",,,,,%.2f,%lu", mib_s, calls);
-            append_csv(csv_path, spec, size, path_mtu, row);
+            wb::append_csv(csv_path, kCsvHeader, csv_row(spec, size, path_mtu, row));
             std::printf("result: %s bw %u B: %.2f MiB/s (n=%u)\n", op_name(spec.op), size, mib_s, n);
         }
 
@@ -744,7 +556,7 @@ int main(int argc, char** argv) {
         //     server has no other way to know), with "MORE" on the way.
         //     A DONE with no request behind it measured nothing: an error.
         if (is_server) {
-            wait_for_done(conn, opt.timeout_s);
+            wb::wait_for_done(conn, opt.timeout_s);
             if (expected_psn(qp.get()) == psn_at_go)
                 wb::fail("the client said DONE for " + std::to_string(size) +
                              " B, but none of its requests reached our QP (its rq_psn did not move): nothing was "
@@ -760,3 +572,146 @@ int main(int argc, char** argv) {
                     sizes.size(), spec.iters);
     return 0;
 }
+
+namespace {
+
+// "--op write", "-s 65536": a Spec's options as one would type them, for the
+// message that says how the two sides differ.
+std::string spec_text(const Spec& s) {
+    std::string t = std::string("--test ") + test_name(s.test) + " --op " + op_name(s.op);
+    t += s.all ? " -a" : " -s " + std::to_string(s.size);
+    t += " -n " + std::to_string(s.iters);
+    if (s.inl) t += " --inline";
+    if (s.test == Test::bw)
+        t += " --signal " + std::to_string(s.signal) + " --batch " + std::to_string(s.batch) + " --depth " +
+             std::to_string(s.depth);
+    if (s.events) t += " --events";
+    return t;
+}
+
+// Send our options as that one line of text, in a fixed field of kSpecBytes,
+// receive the peer's, and stop both sides when they differ: a client
+// measuring 64 KiB WRITEs against a server set up for 2-byte SENDs would
+// print a wrong number, or hang, rather than an error.
+constexpr size_t kSpecBytes = 128;  // the longest line, every option at its maximum, is 112
+void agree_on_spec(wb::Connection& conn, const Spec& mine, bool is_server, int timeout_s) {
+    const std::string text = spec_text(mine);
+    std::array<uint8_t, kSpecBytes> out{}, in{};
+    std::memcpy(out.data(), text.data(), std::min(text.size(), kSpecBytes - 1));  // NUL-padded
+    wb::send_all(conn, out);
+    if (!wb::recv_exact(conn, in, timeout_s)) wb::fail("the peer closed the connection before sending its options");
+    if (in == out) return;
+    const char* theirs = reinterpret_cast<const char*>(in.data());  // the peer's bytes: no NUL promised
+    wb::fail(std::string("options differ: this ") + (is_server ? "server" : "client") + " runs " + text + "; the " +
+                 (is_server ? "client" : "server") + " runs " + wb::printable(theirs, strnlen(theirs, kSpecBytes)),
+             "start both sides with the same measurement options; only HOST differs");
+}
+
+// Typical (median), percentiles, min and max of one latency run, in us.
+LatStats lat_stats(std::vector<int64_t>& ns, double divide) {
+    std::sort(ns.begin(), ns.end());
+    const size_t n = ns.size();
+    auto us = [&](size_t i) { return static_cast<double>(ns[std::min(i, n - 1)]) / 1000.0 / divide; };
+    // The median of an even count is the mean of the two middle samples (as
+    // perftest's get_median); the p-th percentile is the sample at ceil(p x n).
+    const double median = n % 2 ? us(n / 2) : (us(n / 2 - 1) + us(n / 2)) / 2;
+    auto pct = [&](double p) { return us(static_cast<size_t>(std::ceil(p * static_cast<double>(n))) - 1); };
+    return {.min = us(0), .typical = median, .p99 = pct(0.99), .p999 = pct(0.999), .max = us(n - 1)};
+}
+
+// One CSV row per size for scripts/bench/ (common/bench.hpp writes it).
+const char* const kCsvHeader = "tool,test,op,bytes,iters,inline,signal,batch,depth,events,mtu,"
+                                   "min_us,typical_us,p99_us,p999_us,max_us,mib_s,post_calls";
+std::string csv_row(const Spec& s, uint32_t size, int mtu, const char* values) {
+    char row[300];
+    std::snprintf(row, sizeof row, "lesson11,%s,%s,%u,%u,%d,%u,%u,%u,%d,%d,%s", test_name(s.test), op_name(s.op), size,
+                  s.iters, s.inl, s.signal, s.batch, s.depth, s.events, mtu, values);
+    return row;
+}
+
+// The next PSN our QP expects from its peer (rq_psn): it moves on with every
+// request packet that arrives, SEND, WRITE or READ, whether or not our CPU
+// sees it. For a WRITE or READ stream, the one sign on the server's side
+// that the client's requests really came.
+uint32_t expected_psn(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_RQ_PSN, &init));
+    return attr.rq_psn;
+}
+
+// The command line: the options, checked before anything is opened (misuse:
+// one line on stderr, exit 2).
+CommandLine parse_command_line(int argc, char** argv) {
+    std::string test_text, op_text, size_text, all_text, iters_text, inline_text, signal_text, batch_text,
+        depth_text, events_text, csv_path;
+    const wb::ExtraOption extra[] = {
+        // The letters are perftest's where it has one (-a -n -s -I -Q -l -t -e).
+        {'T', "test", "lat|bw", "latency ping-pong or bandwidth stream (default: lat)", &test_text},
+        {'o', "op", "OP", "the operation measured: send, write or read (default: send)", &op_text},
+        {'s', "size", "BYTES", "message size, 1..8388608 (default: 2 for lat, 65536 for bw)", &size_text},
+        {'a', "all", nullptr, "sweep sizes from 2 B to 1 MiB in powers of two", &all_text},
+        {'n', "iters", "N", "iterations per size (default: 1000 for lat, 5000 for bw)", &iters_text},
+        {'I', "inline", nullptr, "post with IBV_SEND_INLINE (SEND and WRITE, up to max_inline_data)", &inline_text},
+        {'Q', "signal", "N", "bw: ask for a completion every Nth WR (default: 1)", &signal_text},
+        {'l', "batch", "N", "bw: post N WRs per ibv_post_send call (default: 1)", &batch_text},
+        {'t', "depth", "N", "bw: WRs in flight, up to max_qp_wr (default: 128)", &depth_text},
+        {'e', "events", nullptr, "wait on a completion channel instead of busy polling", &events_text},
+        {'C', "csv", "FILE", "client: append one row per size to FILE", &csv_path},
+    };
+    const wb::Usage usage = {
+        .synopsis = "[options]          server\n"
+                    "  lesson11 [options] HOST     client: measure, print the result",
+        .summary = "latency and bandwidth of SEND, WRITE and READ, measured as perftest does",
+        .notes = "Both sides must be given the same measurement options (all but -C).\n"
+                 "Results: \"result: send lat 2 B: typical X us, p99 X us, p99.9 X us (n=1000)\",\n"
+                 "         \"result: write bw 65536 B: X MiB/s (n=5000)\"; with -a, one per size.",
+    };
+    CommandLine cl{.opt = wb::parse_options(argc, argv, usage, extra), .spec = {}, .csv_path = csv_path};
+    const wb::Options& opt = cl.opt;
+    Spec& spec = cl.spec;
+    if (opt.args.size() > 1) wb::usage_error("too many arguments: the client takes one HOST");
+    const bool is_server = opt.args.empty();
+    if (opt.given('T') && test_text != "lat" && test_text != "bw")
+        wb::usage_error("--test must be lat or bw, not '" + test_text + "'");
+    spec.test = test_text == "bw" ? Test::bw : Test::lat;
+    if (opt.given('o') && op_text != "send" && op_text != "write" && op_text != "read")
+        wb::usage_error("--op must be send, write or read, not '" + op_text + "'");
+    spec.op = op_text == "write" ? Op::write : op_text == "read" ? Op::read : Op::send;
+    const bool lat = spec.test == Test::lat;
+    spec.all = opt.given('a');
+    if (spec.all && opt.given('s')) wb::usage_error("-a sweeps the sizes itself: give -a or -s, not both");
+    // A number option: its value, in range, or the default when it was not given.
+    const auto number = [&](char letter, const std::string& text, const char* name, int64_t max, uint32_t dflt) {
+        return opt.given(letter) ? static_cast<uint32_t>(wb::parse_range(text, name, 1, max)) : dflt;
+    };
+    spec.size = number('s', size_text, "-s", kMaxSize, spec.all ? kSweepLast : lat ? 2 : 65536);
+    spec.iters = number('n', iters_text, "-n", kMaxIters, lat ? 1000 : 5000);
+    spec.inl = opt.given('I');
+    if (spec.inl && spec.op == Op::read)
+        wb::usage_error("--inline with --op read: a READ carries no data from us, so there is nothing to inline");
+    for (char bw_only : {'Q', 'l', 't'})
+        if (lat && opt.given(bw_only))
+            wb::usage_error(std::string(bw_only == 'Q' ? "--signal" : bw_only == 'l' ? "--batch" : "--depth") +
+                            " is a bandwidth option: a ping-pong has one message in flight (add --test bw)");
+    spec.signal = number('Q', signal_text, "--signal", 1 << 20, 1);
+    spec.batch = number('l', batch_text, "--batch", 1 << 20, 1);
+    spec.depth = lat ? 1 : number('t', depth_text, "--depth", 1 << 24, 128);
+    // A WR that asks for no completion keeps its send-queue slot until a later
+    // signaled one completes: with fewer slots than --signal, the queue fills
+    // with WRs whose completion never comes.
+    if (spec.signal > spec.depth)
+        wb::usage_error("--signal " + std::to_string(spec.signal) + " is more than --depth " +
+                        std::to_string(spec.depth) + ": the send queue would fill before any WR asks for a completion");
+    if (spec.batch > spec.depth)
+        wb::usage_error("--batch " + std::to_string(spec.batch) + " is more than --depth " +
+                        std::to_string(spec.depth) + ": one post list cannot exceed the send queue");
+    spec.events = opt.given('e');
+    if (spec.events && lat && spec.op == Op::write)
+        wb::usage_error("--events with --test lat --op write: a WRITE raises no completion at its target, "
+                        "which watches memory; use --op send");
+    if (is_server && opt.given('C')) wb::usage_error("-C is a client option: the client writes the results");
+    return cl;
+}
+
+}  // namespace

@@ -413,8 +413,7 @@ std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const
     const auto deadline = std::chrono::steady_clock::now() + wait;
     ibv_wc wc{};
     for (;;) {
-        int n = ibv_poll_cq(cq, 1, &wc);
-        if (n < 0) wb::fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+        int n = CHECK_POLL(ibv_poll_cq(cq, 1, &wc));
         if (n == 1) {
             wb::check_wc(wc, what);
             return wc;

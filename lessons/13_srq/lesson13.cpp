@@ -409,8 +409,7 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     std::vector<uint32_t> broken_qps;  // named by an async event
     while (busy()) {
         ibv_wc wcs[16];
-        const int n = ibv_poll_cq(cq.get(), 16, wcs);
-        if (n < 0) wb::fail("ibv_poll_cq(cq.get(), 16, wcs) failed (returned " + std::to_string(n) + ")");
+        const int n = CHECK_POLL(ibv_poll_cq(cq.get(), 16, wcs));
         for (int i = 0; i < n; ++i) {
             const ibv_wc& wc = wcs[i];
             if (wc.wr_id & kSendTag) {  // an answer arrived (or was flushed); its slot is free

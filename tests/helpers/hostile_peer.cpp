@@ -209,7 +209,7 @@ int lesson11_more(const std::string& host, uint16_t port, int count) {
     wb::QueuePair qp = rc_qp(pd.get(), cq.get());
     wb::Connection conn = wb::connect_to(host, port, kTimeout);
     wb::exchange(conn, wb::local_info(11, qp.get(), wb::random_psn(), addr), kTimeout);
-    uint8_t spec[28];  // lesson 11's Spec: "L11S" and the options, echoed back as ours
+    uint8_t spec[128];  // lesson 11's options, one NUL-padded line of text, echoed back as ours
     if (!wb::recv_exact(conn, spec, kTimeout)) wb::fail("the server sent no options");
     wb::send_all(conn, spec);
     wb::expect_token(conn, "GO!!", kTimeout);

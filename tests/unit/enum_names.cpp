@@ -32,6 +32,8 @@ int main() {
           "the numbers the lessons quote: 12, 13 and 10");
     CHECK(std::string(wb::wc_status_name(static_cast<ibv_wc_status>(999))) == "IBV_WC_(unknown)",
           "an unknown status is IBV_WC_(unknown)");
+    CHECK(wb::wc_status_text(IBV_WC_RNR_RETRY_EXC_ERR) == "IBV_WC_RNR_RETRY_EXC_ERR (13)",
+          "wc_status_text(13) is the name and the number");
     CHECK(std::string(wb::qp_state_name(IBV_QPS_RESET)) == "IBV_QPS_RESET", "qp_state_name(IBV_QPS_RESET)");
     CHECK(std::string(wb::qp_state_name(IBV_QPS_RTS)) == "IBV_QPS_RTS", "qp_state_name(IBV_QPS_RTS)");
     CHECK(std::string(wb::qp_state_name(IBV_QPS_ERR)) == "IBV_QPS_ERR", "qp_state_name(IBV_QPS_ERR)");
