@@ -62,12 +62,12 @@ stream() {
 @test "a clean stream over loopback: every WRITE lands, the server sees the client's pattern, no resend is counted" {
   stream -- -n 8
   assert_success
-  assert_line "client: streaming 8 WRITEs of 65536 bytes (pattern $(sed -n 's/.*(pattern \(0x[0-9a-f]*\)).*/\1/p' <<<"$output"), up to 8 in flight"
   assert_line --regexp "^client: server QP 0x[0-9a-f]+; path MTU 1024: 64 packets per 65536-byte WRITE; ACK timeout 67.1 ms, retry_cnt 6$"
   assert_line --regexp "^result: 8 WRITEs of 65536 bytes in [0-9.]+ s: [0-9.]+ MiB/s \([0-9.]+ Mbit/s\)$"
   local pattern
   pattern=$(sed -n 's/.*(pattern \(0x[0-9a-f]*\)).*/\1/p' <<<"$output")
   [[ -n $pattern ]] || fail "the client printed no pattern"
+  assert_line "client: streaming 8 WRITEs of 65536 bytes (pattern $pattern), up to 8 in flight"
   [ "$SERVER_STATUS" -eq 0 ]
   run cat "$SERVER_OUT"
   assert_line "result: the buffer holds 65536 bytes of $pattern, the client's pattern"

@@ -165,8 +165,7 @@ int main(int argc, char** argv) {
     wb::qp_to_init(qp.get(), addr, is_server ? IBV_ACCESS_REMOTE_WRITE : 0);
 
     // 5. Out-of-band exchange (lesson 4). Each side offers the smaller of its
-    //    active MTU and -m; qp_to_rtr takes the smaller of both offers, so
-    //    both sides cut messages into packets of the same size.
+    //    active MTU and -m, and uses the smaller of both offers (step 6).
     wb::PeerInfo mine = wb::local_info(kLesson, qp.get(), psn, addr);
     mine.mtu = std::min(static_cast<ibv_mtu>(mine.mtu), max_mtu);
     wb::Connection conn;
@@ -188,7 +187,13 @@ int main(int argc, char** argv) {
 
     // 6. INIT -> RTR: the path MTU is set here, and it is what turns one
     //    WRITE into packets: 64 KiB at 1024 bytes is 64 packets, 64 PSNs.
-    wb::qp_to_rtr(qp.get(), addr, peer);
+    //    Both sides must agree on it: a responder that gets packets larger
+    //    than its path MTU refuses them (IBV_WC_REM_INV_REQ_ERR). qp_to_rtr
+    //    takes the smaller of our active MTU and the peer's offer; the
+    //    smaller of the two offers makes it the same number on both sides.
+    wb::PeerInfo path = peer;
+    path.mtu = std::min(peer.mtu, mine.mtu);
+    wb::qp_to_rtr(qp.get(), addr, path);
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
     CHECK_RC(ibv_query_qp(qp.get(), &attr, IBV_QP_PATH_MTU, &init));
