@@ -291,8 +291,8 @@ int main(int argc, char** argv) {
                             wb::wc_status_name(wc[i].status), ibv_wc_status_str(wc[i].status));
                 print_counter_changes(who, before, read_counters(dev, addr.port));
                 if (wc[i].status == IBV_WC_RETRY_EXC_ERR)
-                    wb::fail("retry_cnt " + std::to_string(retry) + " resends, " + std::to_string(retry + 1) +
-                                 " tries of one packet, all unanswered",
+                    wb::fail("retry_cnt " + std::to_string(retry) + ": " + std::to_string(retry + 1) +
+                                 (retry == 0 ? " try" : " tries") + " without progress, then the requester gave up",
                              "is the cable losing packets (tc qdisc show dev eth0, on both sides)? is the server "
                              "alive? -r (retry_cnt) and -a (ACK timeout) trade recovery time against false "
                              "failures: docs/lesson17-lossy-wire.md");
