@@ -14,6 +14,7 @@
 # OUT_DIR/throughput.png (gnuplot). RUNS (default 1) repeats each point; the
 # CSV keeps every run, the plot shows their median. A lesson 17 run that
 # fails (a completion error) is a row with 0 MiB/s and the status in extra.
+# PLOT_ONLY=1 draws the plot from an OUT_DIR/throughput.csv already there.
 #
 # Exit status: 0 done; 1 a run failed (its output is shown); 2 misuse.
 set -uo pipefail
@@ -36,7 +37,7 @@ mkdir -p "$out"
 csv=$out/throughput.csv
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-echo "loss_pct,proto,mib_s,seconds,extra" >"$csv"
+[[ -n ${PLOT_ONLY:-} ]] || echo "loss_pct,proto,mib_s,seconds,extra" >"$csv"
 
 # netem_for LOSS: the netem spec for LOSS % ("0" still puts a qdisc there,
 # so that every point crosses the same path).
@@ -82,6 +83,7 @@ tcp() {
       split($4, t, "-"); print loss ",tcp_iperf3," rate * 1e6 / 8 / 1048576 "," t[2] ",retransmits=" retr }'
 }
 
+[[ -n ${PLOT_ONLY:-} ]] && losses=""
 for loss in $losses; do
   for ((run = 1; run <= runs; run++)); do
     for ack in $acks; do
@@ -108,7 +110,7 @@ median tcp_iperf3 >"$tmp/tcp"
 (cd "$tmp" && gnuplot) <<'GP' && mv "$tmp/throughput.png" "$out/throughput.png"
 set terminal pngcairo size 900,540 font 'sans,11' background rgb 'white'
 set output 'throughput.png'
-set grid; set key top right
+set grid; set key below
 set logscale x 10
 set xtics ('0' 0.001, '0.01' 0.01, '0.1' 0.1, '1' 1, '5' 5)
 set xrange [0.0007:7]

@@ -65,6 +65,7 @@ connect_b='timeout 5 bash -c "exec 3<>/dev/tcp/$LAB_PEER_ADDR/22" 2>/tmp/err && 
   local after=$output
   scripts/lab.sh down --pair 3>&-
   output=$pair_output
+  mapfile -t lines <<<"$output"
   [ "$pair_status" -eq 0 ] || fail "pair exited $pair_status: $output"
   assert_line --regexp '^\[b\] qdisc netem [0-9a-f]+: root .*delay 300(\.0)?ms'
   assert_line "[b] refused"

@@ -100,6 +100,9 @@ section() {
   run section 15
   [[ $(grep -cx 'result: 2 + 3 = 5' <<<"$output") -eq 2 ]] # the sum again, by ibv_wr_send and ibv_start_poll
   assert_line "server: completion IBV_WC_RECV, 16 bytes"
+  run section 17
+  assert_line --regexp '^result: 4 WRITEs of 65536 bytes in [0-9.]+ s: [0-9.]+ MiB/s' # over loopback: no loss
+  assert_line --regexp "^result: the buffer holds 65536 bytes of 0x[0-9a-f]{2}, the client's pattern$"
 }
 
 @test "tour.sh N M runs only those lessons" {
