@@ -36,6 +36,7 @@
 // the wire, throughput against loss beside TCP, PFC and ECN, exercises).
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
