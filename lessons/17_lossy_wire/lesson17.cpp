@@ -207,9 +207,10 @@ int main(int argc, char** argv) {
     //    (0 would mean "wait for ever"). When it expires the requester
     //    resends from that packet on; `retry_cnt` is how many times it may
     //    do so without progress before the WRITE fails with
-    //    IBV_WC_RETRY_EXC_ERR. An ACK that moves the window forward resets
-    //    the count, so a lossy but live cable costs time, not errors, until
-    //    retry_cnt + 1 tries of one packet are all lost.
+    //    IBV_WC_RETRY_EXC_ERR. A resend a NAK starts counts too (-r 0 fails
+    //    on the first NAK). An ACK that moves the window forward resets the
+    //    count, so a lossy but live cable costs time, not errors, until
+    //    retry_cnt + 1 tries of one packet in a row are all lost.
     if (is_server) {
         wb::qp_to_rts(qp.get(), psn);  // the responder sends only ACKs and NAKs: the usual values
     } else {
