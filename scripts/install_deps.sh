@@ -26,6 +26,7 @@ packages=(
   python3-pyverbs                         # make lab-selftest: rdma-core's own tests (pyverbs)
   qemu-guest-agent python3                # the lab that stays up: lab.sh up/exec (scripts/lab/agent.py)
   tshark                                  # decoding captures (make capture)
+  iperf3                                  # lesson 17: TCP beside RDMA over a lossy cable (scripts/lossy_sweep.sh)
   man-db                                  # `man ibv_post_send`
 )
 

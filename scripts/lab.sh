@@ -10,6 +10,7 @@
 #   scripts/lab.sh run [--timeout SECS] -- CMD [ARGS...]
 #   scripts/lab.sh shell
 #   scripts/lab.sh pair [--pcap FILE] [--timeout SECS] [--ready TEXT] --a 'CMD' --b 'CMD'
+#                       (and [--netem-a SPEC] [--netem-b SPEC]: a lossy cable)
 #   scripts/lab.sh fetch
 #   scripts/lab.sh up [--pair]
 #   scripts/lab.sh exec [--timeout SECS] [--up] [--guest a|b] -- CMD [ARGS...]
@@ -30,6 +31,10 @@
 #          containing TEXT (its server listens). Output lines are prefixed
 #          "[a] " / "[b] ".
 #          --pcap FILE writes every frame on the cable to FILE.
+#          --netem-a SPEC (or LAB_NETEM_A; --netem-b, LAB_NETEM_B for b)
+#          impairs a's egress on the cable for the run: tc qdisc replace dev
+#          eth0 root netem SPEC in the guest, e.g. 'loss 1%', 'delay 10ms
+#          reorder 25%' (tc-netem(8)); removed when the command ends.
 #          Exit status: a's if non-zero, else b's. Default timeout 600 s.
 #   fetch  download and unpack the kernel, build the initramfs (run, shell
 #          and pair do this on demand). Cache:

@@ -118,6 +118,9 @@ section() {
     assert_line --regexp '^result: first touch against again, median per page: WRITE [0-9.]+x, READ [0-9.]+x; the never-written pages READ as zeros \(1024 of 1024 bytes\)$'
     assert_line "result: all 16 pages the client wrote hold its 1024 bytes"
   fi
+  run section 17
+  assert_line --regexp '^result: 4 WRITEs of 65536 bytes in [0-9.]+ s: [0-9.]+ MiB/s' # over loopback: no loss
+  assert_line --regexp "^result: the buffer holds 65536 bytes of 0x[0-9a-f]{2}, the client's pattern$"
 }
 
 @test "tour.sh N M runs only those lessons" {

@@ -1,15 +1,23 @@
 # shellcheck shell=bash
 # lab/cmd_pair.sh: `lab.sh pair [--pcap FILE] [--timeout SECS] [--ready TEXT]
-# --a 'CMD' --b 'CMD'` (part of scripts/lab.sh; sourced, never run).
+# [--netem-a SPEC] [--netem-b SPEC] --a 'CMD' --b 'CMD'` (part of
+# scripts/lab.sh; sourced, never run).
 
 # Two guests, a (192.0.2.1) and b (192.0.2.2), joined by a virtual cable;
 # each runs its bash command string; b starts once a has started its own,
 # or with --ready once a's command has printed a line containing TEXT.
-# Exit status: a's if non-zero, else b's.
+# --netem-a/--netem-b (or LAB_NETEM_A/LAB_NETEM_B) impair that guest's
+# egress on the cable for the run (netem_command). Exit status: a's if
+# non-zero, else b's.
 cmd_pair() {
   local timeout=600 pcap="" cmd_a="" cmd_b="" ready=""
+  local netem_a=${LAB_NETEM_A:-} netem_b=${LAB_NETEM_B:-}
   while [[ $# -gt 0 ]]; do
     case "$1" in
+      --netem-a | --netem-b)
+        [[ -n ${2:-} ]] || misuse "$1 needs a netem spec, e.g. $1 'loss 1%'"
+        if [[ $1 == --netem-a ]]; then netem_a=$2; else netem_b=$2; fi
+        ;;
       --timeout) timeout=$(parse_timeout "${2:-}") ;;
       --pcap)
         [[ -n ${2:-} ]] || misuse "--pcap needs a file name"
@@ -34,6 +42,8 @@ cmd_pair() {
   if [[ -z $cmd_a || -z $cmd_b ]]; then
     misuse "pair needs --a 'CMD' and --b 'CMD'"
   fi
+  [[ -z $netem_a ]] || cmd_a=$(netem_command a "$netem_a" "$cmd_a") || exit 2
+  [[ -z $netem_b ]] || cmd_b=$(netem_command b "$netem_b" "$cmd_b") || exit 2
   if [[ -n $pcap ]]; then
     # qemu writes the pcap; give it an absolute path.
     [[ $pcap == /* ]] || pcap="$PWD/$pcap"
@@ -171,4 +181,31 @@ pair_exec() {
   "$SELF_DIR/lab.sh" exec --guest "$role" --timeout "$secs" -- \
     env LAB_ROLE="$role" LAB_ADDR="$addr" LAB_PEER_ADDR="$peer" bash -c "$cmd" \
     > >(tee "$out/$role.out" | sed -u "s/^/[$role] /") 2> >(sed -u "s/^/[$role] /" >&2) 3>&-
+}
+
+# netem_command ROLE SPEC CMD: a bash command string that puts a netem
+# qdisc with SPEC (tc-netem(8): "loss 1%", "delay 10ms reorder 25%", ...) on
+# the root of the guest's eth0, so that every frame the guest sends on the
+# cable meets it, runs CMD, and takes the qdisc away again when CMD ends
+# (or is killed), so that a pair that stays up is left with a clean cable.
+# It runs in the guest as root, with the host's tc (iproute2) and the
+# sch_netem module from the guest's initramfs. tc refusing SPEC ends the
+# command with 125, saying so. SPEC is split into words; each must be
+# letters, digits and . % _ - (a misuse otherwise).
+netem_command() {
+  local role=$1 spec=$2 cmd=$3 word words=()
+  read -ra words <<<"$spec"
+  [[ ${#words[@]} -gt 0 ]] || misuse "--netem-$role needs a netem spec, e.g. 'loss 1%'"
+  for word in "${words[@]}"; do
+    [[ $word =~ ^[A-Za-z0-9.%_-]+$ ]] ||
+      misuse "--netem-$role: '$word' is not a netem word (tc-netem(8): e.g. 'loss 1%', 'delay 10ms reorder 25%')"
+  done
+  printf 'modprobe -q sch_netem 2>/dev/null\n'
+  printf 'tc qdisc replace dev eth0 root netem%s || {\n' "$(printf ' %q' "${words[@]}")"
+  printf '  echo %q >&2\n' "lab.sh: tc refused the netem spec '${words[*]}' on $role's eth0 (tc-netem(8))"
+  printf '  exit 125\n}\n'
+  printf 'echo %q >&2\n' "lab.sh: $role's egress on the cable: netem ${words[*]}"
+  printf "trap 'tc qdisc del dev eth0 root 2>/dev/null' EXIT\n"
+  printf "trap 'exit 143' TERM\ntrap 'exit 130' INT\n"
+  printf 'bash -c %q\nexit $?\n' "$cmd"
 }
