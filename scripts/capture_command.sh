@@ -127,6 +127,9 @@ sleep 0.5 # let the last ACKs arrive
 kill -0 "$tpid" 2>/dev/null || tshark_failed "while $1 ran: the capture is incomplete"
 kill "$tpid" 2>/dev/null || true
 wait "$tpid" 2>/dev/null || true
+# A tshark that failed slowly (a loaded host) was still alive above, but
+# wrote no file.
+[[ -s $out ]] || tshark_failed "while $1 ran: the capture is incomplete"
 
 "$(dirname "$0")/ladder.sh" "$out"
 if ! tshark -r "$out" -Y infiniband 2>/dev/null | grep -q .; then
