@@ -144,8 +144,9 @@ inline void open_side(Side& s) {
 
 // Step 3: the TCP connection, and the scenario's name on it: 16 bytes,
 // NUL-padded. The client sends its `scenario`; the server learns its own,
-// which this returns.
-inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const Scenario* scenario) {
+// which this returns (a name it does not know may be its `sibling`'s).
+inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const Scenario* scenario,
+                            const char* sibling) {
     std::array<uint8_t, kNameBytes> name{};
     if (s.server) {
         wb::Listener listener(s.opt.tcp_port);
@@ -158,7 +159,8 @@ inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const 
         if (!scenario)
             wb::fail("the client " + s.conn.peer() + " asked for scenario \"" +
                          wb::printable(reinterpret_cast<const char*>(name.data()), n) + "\", which this server does not know",
-                     std::string("is the client ") + wb::program_name() + " too, of the same version?");
+                     std::string("is the client ") + wb::program_name() + " too, of the same version? (" + sibling +
+                         "'s scenarios need a " + sibling + " server)");
     } else {
         s.conn = wb::connect_to(s.opt.args[0], s.opt.tcp_port, s.opt.timeout_s);
         std::memcpy(name.data(), scenario->name, std::strlen(scenario->name));

@@ -377,6 +377,7 @@ constexpr Scenario kScenarios[] = {
     {"gid", "the client's GID is IPv6 link-local, the server's IPv4-mapped", gid},
     {"recover", "rnr's error, then ERR -> RESET -> INIT -> RTR -> RTS and a good sum", recover},
 };
+constexpr const char* kOtherProgram = "lesson10_nak";  // the lesson's other program plays the other scenarios
 
 }  // namespace
 
@@ -390,14 +391,14 @@ int main(int argc, char** argv) {
                  "The client exits 0 when the failure happened as the lesson teaches, 1 when not.",
     };
     Side s;
-    const Scenario* scenario = parse_command_line(s, argc, argv, usage, kScenarios, "lesson10_nak");
+    const Scenario* scenario = parse_command_line(s, argc, argv, usage, kScenarios, kOtherProgram);
 
     // 1. Device, port and address (lesson 1), and the counters as they are now.
     // 2. PD, CQs, an RC QP, a buffer (lesson 4; failures.hpp).
     open_side(s);
 
     // 3. The TCP connection, and the scenario's name on it: 16 bytes, NUL-padded.
-    scenario = meet(s, kScenarios, scenario);
+    scenario = meet(s, kScenarios, scenario, kOtherProgram);
 
     // 4. The scenario: both sides' parts, in one function each.
     return scenario->play(s);

@@ -150,6 +150,7 @@ constexpr Scenario kScenarios[] = {
     {"len", "a 64-byte SEND into a 16-byte receive", len},
     {"flush", "WRITE with a wrong rkey, then two SENDs: one error, two flushes", flush},
 };
+constexpr const char* kOtherProgram = "lesson10";  // the lesson's other program plays the other scenarios
 
 }  // namespace
 
@@ -163,14 +164,14 @@ int main(int argc, char** argv) {
                  "The client exits 0 when the failure happened as the lesson teaches, 1 when not.",
     };
     Side s;
-    const Scenario* scenario = parse_command_line(s, argc, argv, usage, kScenarios, "lesson10");
+    const Scenario* scenario = parse_command_line(s, argc, argv, usage, kScenarios, kOtherProgram);
 
     // 1. Device, port and address (lesson 1), and the counters as they are now.
     // 2. PD, CQs, an RC QP, a buffer (lesson 4; failures.hpp).
     open_side(s);
 
     // 3. The TCP connection, and the scenario's name on it: 16 bytes, NUL-padded.
-    scenario = meet(s, kScenarios, scenario);
+    scenario = meet(s, kScenarios, scenario, kOtherProgram);
 
     // 4. The scenario: both sides' parts, in one function each.
     return scenario->play(s);
