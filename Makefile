@@ -10,7 +10,7 @@
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
 #   make captures           record every two-process lesson's wire into docs/captures/ (scripts/shipped_captures.sh)
 #   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
-#   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list)
+#   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list, ./lesson10_nak --list)
 #   make bench      lesson 11 beside perftest, then the levers; table, CSVs and plots in bench/
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
 #   make site       the workbook as a site in build/site/ (scripts/site.sh): contents, search, diagrams, offline
@@ -66,7 +66,7 @@ export $(TARGET_VARS)
 
 # One lesson per folder: lessons/NN_topic/lessonN.cpp becomes ./lessonN, and a
 # second program of the lesson beside it, lessonN_NAME.cpp, ./lessonN_NAME
-# (lesson12_mcast, lesson15_probe).
+# (lesson10_nak, lesson12_mcast, lesson15_probe).
 LESSON_SRCS := $(sort $(wildcard lessons/[0-9][0-9]_*/lesson*.cpp))
 LESSONS     := $(notdir $(basename $(LESSON_SRCS)))
 COMMON_SRCS := $(wildcard common/*.cpp)
@@ -89,9 +89,12 @@ build/common/%.o: common/%.cpp $(wildcard common/*.hpp) Makefile
 $(COMMON_LIB): $(COMMON_OBJS)
 	$(AR) rcs $@ $^
 
-# Every lesson is one source file plus the helper library.
+# Every lesson is one source file plus the helper library; a header in the
+# lesson's own folder is what that lesson's two programs share
+# (lessons/10_failures/failures.hpp).
 define lesson_rule
-$(1): $(filter %/$(1).cpp,$(LESSON_SRCS)) $(COMMON_LIB) $(wildcard common/*.hpp)
+$(1): $(filter %/$(1).cpp,$(LESSON_SRCS)) $(COMMON_LIB) $(wildcard common/*.hpp) \
+  $(wildcard $(dir $(filter %/$(1).cpp,$(LESSON_SRCS)))*.hpp)
 	$$(CXX) $$(CXXFLAGS) $$< $(COMMON_LIB) $$(LDLIBS) -o $$@
 endef
 $(foreach l,$(LESSONS),$(eval $(call lesson_rule,$(l))))

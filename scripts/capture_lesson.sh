@@ -13,6 +13,8 @@
 # A lesson whose run.conf lists scenarios= (lesson 10) takes one of them as
 # SCENARIO: its client then runs with run.conf's client_scenario= words,
 # {scenario} standing for the name, and the pcap is captures/lessonN-SCENARIO.pcap.
+# Both sides run the program that plays it: ./lessonN for scenarios=, the
+# lesson's second program for its scenarios_PROGRAM= (./lesson10_nak).
 #
 # Exit status: the lab's (a's if non-zero, else b's); 1 if nothing was
 # captured; 2 misuse (no such lesson, one without a peer, or a scenario the
@@ -44,16 +46,15 @@ esac
 dir=$(lesson_dir "$n") || misuse "no lesson '$n'; lessons ${two_sided[*]} have two sides to capture"
 [[ -n $(run_text "$dir" client) ]] ||
   misuse "lesson $n has no peer, so nothing crosses a wire; lessons ${two_sided[*]} do"
+program=lesson$n
 if [[ -n $scenario ]]; then
-  read -ra scenarios <<<"$(run_text "$dir" scenarios)"
+  mapfile -t scenarios < <(lesson_scenarios "$dir")
   [[ ${#scenarios[@]} -gt 0 ]] || misuse "lesson $n has no scenarios; SCENARIO is for a lesson that lists them (lesson 10)"
-  known=
-  for s in "${scenarios[@]}"; do [[ $s == "$scenario" ]] && known=yes; done
-  [[ -n $known ]] ||
+  program=$(scenario_program "$dir" "$n" "$scenario") ||
     misuse "lesson $n has no scenario '$scenario'; its scenarios are ${scenarios[*]}"
 fi
-[[ -x ./lesson$n ]] || {
-  echo "capture_lesson.sh: ./lesson$n is not built: run make" >&2
+[[ -x ./$program ]] || {
+  echo "capture_lesson.sh: ./$program is not built: run make" >&2
   exit 1
 }
 
@@ -72,7 +73,7 @@ fi
 
 mkdir -p captures
 rm -f "$pcap"
-echo "capture: lesson $n${scenario:+ scenario $scenario}, server on guest a ($server_ip), client on guest b ($client_ip), wire -> $pcap"
+echo "capture: lesson $n${scenario:+ scenario $scenario (./$program)}, server on guest a ($server_ip), client on guest b ($client_ip), wire -> $pcap"
 status=0
 # b's client starts once a's server has printed run.conf's ready= line, so
 # that it never knocks before the server listens (rdma_cm would reject it).
@@ -87,8 +88,8 @@ if [[ $cpus =~ ^[0-9]+$ ]] && ((cpus > $(nproc))); then cpus=$(nproc); fi
 kernel=${LAB_KERNEL:-$(run_text "$dir" lab_kernel)}
 # lab.sh pair runs each side as a bash command line: quote every word.
 LAB_KERNEL=$kernel LAB_CPUS=${LAB_CPUS:-${cpus:-1}} scripts/lab.sh pair --pcap "$pcap" "${ready[@]}" \
-  --a "$(printf '%q ' "./lesson$n" "${opts[@]}" "${server_args[@]}")" \
-  --b "$(printf '%q ' "./lesson$n" "${opts[@]}" "${client_args[@]}")" || status=$?
+  --a "$(printf '%q ' "./$program" "${opts[@]}" "${server_args[@]}")" \
+  --b "$(printf '%q ' "./$program" "${opts[@]}" "${client_args[@]}")" || status=$?
 echo
 if [[ ! -s $pcap ]]; then
   echo "capture_lesson.sh: no capture was written (lab exit status $status)" >&2

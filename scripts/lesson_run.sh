@@ -9,6 +9,13 @@
 #   client={server} 2 3             the client's arguments; {server} stands for
 #                                   the server's address
 #   args=...                        a lesson with no client runs alone, with these
+#   scenarios=rnr retry             a lesson made of scenarios (lesson 10): the ones
+#                                   lessonN plays, each as make capture LESSON=N
+#                                   SCENARIO=NAME runs it (scripts/capture_lesson.sh)
+#   scenarios_lesson10_nak=len      the ones the lesson's second program plays
+#                                   (./lesson10_nak, lesson10_nak.cpp)
+#   client_scenario={server} {scenario}  a scenario's client arguments;
+#                                   {scenario} stands for its name
 #   captures=rnr nak                the scenarios `make captures` records, each as
 #                                   make capture LESSON=N SCENARIO=NAME runs it
 #                                   (scripts/shipped_captures.sh); none: one plain capture
@@ -45,6 +52,30 @@ lesson_numbers() {
     src=${src%.cpp}
     [[ $src =~ ^[0-9]+$ ]] && echo "$src"
   done | sort -n
+}
+
+# lesson_scenarios DIR: every scenario of the lesson in DIR, one a line:
+# run.conf's scenarios= (lessonN's), then each scenarios_PROGRAM= (a second
+# program's), as listed. Prints nothing for a lesson without scenarios.
+lesson_scenarios() {
+  sed -n 's/^scenarios\(_lesson[0-9]*_[a-z0-9_]*\)\{0,1\}=//p' "$1/run.conf" | xargs -r printf '%s\n'
+}
+
+# scenario_program DIR N SCENARIO: the program that plays SCENARIO of lesson
+# N in DIR: lessonN when run.conf's scenarios= lists it, lessonN_NAME when
+# scenarios_lessonN_NAME= does; fails, printing nothing, when none does.
+scenario_program() {
+  local key value words word
+  while IFS='=' read -r key value; do
+    [[ $key == scenarios || $key == scenarios_lesson"$2"_* ]] || continue
+    read -ra words <<<"$value"
+    for word in "${words[@]}"; do
+      [[ $word == "$3" ]] || continue
+      if [[ $key == scenarios ]]; then echo "lesson$2"; else echo "${key#scenarios_}"; fi
+      return 0
+    done
+  done <"$1/run.conf"
+  return 1
 }
 
 # run_text DIR KEY: KEY's value in DIR/run.conf, as written.

@@ -111,8 +111,8 @@ what_ran() {
   local n=${1%%:*} dir server client
   dir=$(lesson_dir "$n")
   if [[ $1 == *:* ]]; then
-    printf 'make capture LESSON=%s SCENARIO=%s (the scenario as lessons/%s/run.conf and lesson%s.cpp define it)' \
-      "$n" "${1#*:}" "${dir#lessons/}" "$n"
+    printf 'make capture LESSON=%s SCENARIO=%s (the scenario as lessons/%s/run.conf and %s.cpp define it)' \
+      "$n" "${1#*:}" "${dir#lessons/}" "$(scenario_program "$dir" "$n" "${1#*:}")"
   else
     server=$(run_words "$dir" server | xargs -r printf ' %q')
     client=$(run_words "$dir" client "$server_ip" | xargs -r printf ' %q')

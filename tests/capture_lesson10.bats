@@ -1,10 +1,10 @@
 #!/usr/bin/env bats
-# make capture LESSON=10 SCENARIO=NAME: lesson 10's failures across two lab
-# guests joined by a virtual cable, and what the wire carries for each, read
-# with Wireshark's own fields: the AETH syndrome of an RNR NAK and of a NAK,
-# and the same PSN sent again and again when nothing answers. Runs on the
-# host: every test boots a pair of guests itself, except the refusals at the
-# end, which boot nothing.
+# make capture LESSON=10 SCENARIO=NAME: lesson 10's failures (./lesson10's
+# scenarios and ./lesson10_nak's) across two lab guests joined by a virtual
+# cable, and what the wire carries for each, read with Wireshark's own
+# fields: the AETH syndrome of an RNR NAK and of a NAK, and the same PSN sent
+# again and again when nothing answers. Runs on the host: every test boots a
+# pair of guests itself, except the refusals at the end, which boot nothing.
 
 bats_require_minimum_version 1.5.0
 
@@ -23,6 +23,7 @@ fields() {
 
 @test "rnr across two guests: the SEND is answered by an RNR NAK (AETH opcode 1, timer 12) for its PSN, and the client gets status 13" {
   capture 10 rnr
+  assert_output --partial "capture: lesson 10 scenario rnr (./lesson10), server on guest a"
   assert_output --partial "[b] result: rnr: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected"
   assert_output --partial "[a] result: server: rnr: no completion; our QP is IBV_QPS_RTS"
   run fields rnr infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
@@ -39,8 +40,9 @@ fields() {
   assert_equal "${nak[4]}" 12           # the server's min_rnr_timer: 0.64 ms
 }
 
-@test "rem-access across two guests: the WRITE is answered by a NAK remote access error (AETH opcode 3, code 2), status 10" {
+@test "rem-access across two guests, played by ./lesson10_nak: the WRITE is answered by a NAK remote access error (AETH opcode 3, code 2), status 10" {
   capture 10 rem-access
+  assert_output --partial "capture: lesson 10 scenario rem-access (./lesson10_nak), server on guest a"
   assert_output --partial "[b] result: rem-access: IBV_WC_REM_ACCESS_ERR (10), as expected"
   assert_output --partial "[a] result: server: rem-access: no completion; our QP is IBV_QPS_ERR"
   run fields rem-access infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
@@ -100,7 +102,7 @@ check_current() {
 
 @test "capture_lesson.sh refuses a SCENARIO that lesson 10 does not have, or a lesson without scenarios, exit 2" {
   run -2 scripts/capture_lesson.sh 10 nope
-  assert_output "capture_lesson.sh: lesson 10 has no scenario 'nope'; its scenarios are rnr rnr-wait rem-access qp-access len retry flush mtu gid recover"
+  assert_output "capture_lesson.sh: lesson 10 has no scenario 'nope'; its scenarios are rnr rnr-wait retry mtu gid recover rem-access qp-access len flush"
   run -2 scripts/capture_lesson.sh 4 rnr
   assert_output "capture_lesson.sh: lesson 4 has no scenarios; SCENARIO is for a lesson that lists them (lesson 10)"
   run -2 make -s capture LESSON=10 SCENARIO=nope

@@ -3,7 +3,9 @@
 # Lesson 10: when RDMA fails. Every scenario runs for real on an RDMA device
 # (Soft-RoCE in the lab), server and client on one host; each test checks the
 # status the client's CQ reports, what the server's side saw, and the counter
-# that moved.
+# that moved. The lesson has two programs: ./lesson10 turns the QP's knobs
+# wrong (rnr, rnr-wait, retry, mtu, gid) and recovers (recover);
+# ./lesson10_nak has the responder refuse (rem-access, qp-access, len, flush).
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -12,14 +14,15 @@ setup() {
 }
 teardown() { lesson_teardown; }
 
-# play SCENARIO: run the server, then the client with SCENARIO; the client's
-# output is in $output, the server's in $SERVER_OUT, its status in
-# $SERVER_STATUS. Every scenario must finish within a few seconds.
+# play PROGRAM SCENARIO: run PROGRAM's server (lesson10 or lesson10_nak),
+# then its client with SCENARIO; the client's output is in $output, the
+# server's in $SERVER_OUT, its status in $SERVER_STATUS. Every scenario must
+# finish within a few seconds.
 play() {
-  start_server ./lesson10 -p "$PORT" --timeout 20
+  start_server "./$1" -p "$PORT" --timeout 20
   wait_for_server_line "waiting for a client" 10
   local start=$SECONDS
-  run --separate-stderr rx ./lesson10 -p "$PORT" --timeout 20 127.0.0.1 "$1"
+  run --separate-stderr rx "./$1" -p "$PORT" --timeout 20 127.0.0.1 "$2"
   CLIENT_SECONDS=$((SECONDS - start))
   CLIENT_STATUS=$status
   wait_server 20
@@ -44,7 +47,7 @@ between() {
 }
 
 @test "rnr: no receive at the server and rnr_retry 0 end in IBV_WC_RNR_RETRY_EXC_ERR (13) after one RNR NAK" {
-  play rnr
+  play lesson10 rnr
   client_ended_with "result: rnr: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected: "
   assert_line --regexp '^client: completion wr_id 2 IBV_WC_RNR_RETRY_EXC_ERR \(13\): RNR retry counter exceeded'
   assert_line "client: no async event within 100 ms"
@@ -54,7 +57,7 @@ between() {
 }
 
 @test "rnr-wait: a receive posted 1 s late stalls the SEND without an error, longer with min_rnr_timer 0" {
-  play rnr-wait
+  play lesson10 rnr-wait
   client_ended_with "result: rnr-wait: IBV_WC_SUCCESS (0), as expected: "
   assert_line --regexp '^result: rnr-wait: IBV_WC_SUCCESS \(0\), as expected: both SENDs landed late, no error: '
   # min_rnr_timer 12 (0.64 ms): about 1 s and many RNR NAKs; 0 (655 ms): two waits, 1.31 s.
@@ -69,29 +72,8 @@ between() {
   server_said "result: server: rnr-wait: completions IBV_WC_SUCCESS (0), IBV_WC_SUCCESS (0); our QP is IBV_QPS_RTS"
 }
 
-@test "rem-access: an RDMA WRITE into a REMOTE_READ-only MR ends in IBV_WC_REM_ACCESS_ERR (10), the server's QP in ERR" {
-  play rem-access
-  client_ended_with "result: rem-access: IBV_WC_REM_ACCESS_ERR (10), as expected: "
-  assert_line --regexp '^client: completion wr_id 2 IBV_WC_REM_ACCESS_ERR \(10\): remote access error'
-  server_said "result: server: rem-access: no completion; our QP is IBV_QPS_ERR"
-}
-
-@test "qp-access: an RDMA READ at a QP without REMOTE_READ ends in IBV_WC_REM_INV_REQ_ERR (9)" {
-  play qp-access
-  client_ended_with "result: qp-access: IBV_WC_REM_INV_REQ_ERR (9), as expected: "
-  server_said "result: server: qp-access: no completion; our QP is IBV_QPS_ERR"
-}
-
-@test "len: a SEND longer than the receive fails on both sides, IBV_WC_REM_OP_ERR (11) and IBV_WC_LOC_QP_OP_ERR (2)" {
-  play len
-  client_ended_with "result: len: IBV_WC_REM_OP_ERR (11), as expected: "
-  server_said "result: server: len: completions IBV_WC_LOC_QP_OP_ERR (2); our QP is IBV_QPS_ERR"
-  run cat "$SERVER_OUT"
-  assert_line --regexp '^server: completion wr_id 1 IBV_WC_LOC_QP_OP_ERR \(2\): local QP operation error'
-}
-
 @test "retry: a server QP left in INIT ends the SEND in IBV_WC_RETRY_EXC_ERR (12) after about 7 x 67 ms" {
-  play retry
+  play lesson10 retry
   client_ended_with "result: retry: IBV_WC_RETRY_EXC_ERR (12), as expected: "
   assert_line --partial "7 tries x 67 ms (timeout 14, retry_cnt 6) predict 0.47 s"
   local took
@@ -101,24 +83,15 @@ between() {
   server_said "result: server: retry: no completion; our QP is IBV_QPS_INIT"
 }
 
-@test "flush: after a failed WRITE the next two SENDs, and the server's two receives, are IBV_WC_WR_FLUSH_ERR (5)" {
-  play flush
-  client_ended_with "result: flush: IBV_WC_WR_FLUSH_ERR (5), as expected: "
-  # The cause first, then its echo, in the order posted.
-  [[ $output == *"wr_id 1 IBV_WC_REM_ACCESS_ERR (10)"*"wr_id 2 IBV_WC_WR_FLUSH_ERR (5)"*"wr_id 3 IBV_WC_WR_FLUSH_ERR (5)"* ]] ||
-    fail "not REM_ACCESS_ERR then two flushes: $output"
-  server_said "result: server: flush: completions IBV_WC_WR_FLUSH_ERR (5), IBV_WC_WR_FLUSH_ERR (5); our QP is IBV_QPS_ERR"
-}
-
 @test "mtu: on one host rxe's loopback carries a 4000-byte packet on a 4096 path MTU, and nothing fails" {
-  play mtu
+  play lesson10 mtu
   client_ended_with "result: mtu: IBV_WC_SUCCESS (0), as expected: one host: "
   assert_line "client: path MTU 4096, port's active MTU 1024: sending 4000 bytes as one packet"
   server_said "result: server: mtu: completions IBV_WC_SUCCESS (0); our QP is IBV_QPS_RTS"
 }
 
 @test "gid: an IPv6 GID against an IPv4-mapped one fails INIT -> RTR with EINVAL on both sides, and nothing is sent" {
-  play gid
+  play lesson10 gid
   client_ended_with "result: gid: EINVAL from ibv_modify_qp(INIT -> RTR), as expected: "
   assert_line --regexp '^client: using GID index [0-9]+ fe80:'
   assert_line --regexp '^client: ibv_modify_qp\(INIT -> RTR\) from fe80:[0-9a-f:]+ to ::ffff:[0-9.]+: EINVAL \(Invalid argument\)$'
@@ -127,7 +100,7 @@ between() {
 }
 
 @test "recover: after IBV_WC_RNR_RETRY_EXC_ERR the QP goes ERR, RESET, INIT, RTR, RTS and adds 2 + 3 on both sides" {
-  play recover
+  play lesson10 recover
   client_ended_with "result: recover: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected, then ERR -> RESET -> INIT -> RTR -> RTS and 2 + 3 = 5"
   [[ $(grep -o 'QP is IBV_QPS_[A-Z]*' <<<"$output" | paste -sd' ') == "QP is IBV_QPS_ERR QP is IBV_QPS_RESET QP is IBV_QPS_INIT QP is IBV_QPS_RTR QP is IBV_QPS_RTS" ]] ||
     fail "the states, in order: $(grep 'QP is' <<<"$output")"
@@ -137,29 +110,75 @@ between() {
   server_said "result: server: recover: after RESET -> INIT -> RTR -> RTS, 2 + 3 = 5"
 }
 
-@test "--list prints every scenario with what it breaks, one a line" {
+@test "rem-access: an RDMA WRITE into a REMOTE_READ-only MR ends in IBV_WC_REM_ACCESS_ERR (10), the server's QP in ERR" {
+  play lesson10_nak rem-access
+  client_ended_with "result: rem-access: IBV_WC_REM_ACCESS_ERR (10), as expected: "
+  assert_line --regexp '^client: completion wr_id 2 IBV_WC_REM_ACCESS_ERR \(10\): remote access error'
+  server_said "result: server: rem-access: no completion; our QP is IBV_QPS_ERR"
+}
+
+@test "qp-access: an RDMA READ at a QP without REMOTE_READ ends in IBV_WC_REM_INV_REQ_ERR (9)" {
+  play lesson10_nak qp-access
+  client_ended_with "result: qp-access: IBV_WC_REM_INV_REQ_ERR (9), as expected: "
+  server_said "result: server: qp-access: no completion; our QP is IBV_QPS_ERR"
+}
+
+@test "len: a SEND longer than the receive fails on both sides, IBV_WC_REM_OP_ERR (11) and IBV_WC_LOC_QP_OP_ERR (2)" {
+  play lesson10_nak len
+  client_ended_with "result: len: IBV_WC_REM_OP_ERR (11), as expected: "
+  server_said "result: server: len: completions IBV_WC_LOC_QP_OP_ERR (2); our QP is IBV_QPS_ERR"
+  run cat "$SERVER_OUT"
+  assert_line --regexp '^server: completion wr_id 1 IBV_WC_LOC_QP_OP_ERR \(2\): local QP operation error'
+}
+
+@test "flush: after a failed WRITE the next two SENDs, and the server's two receives, are IBV_WC_WR_FLUSH_ERR (5)" {
+  play lesson10_nak flush
+  client_ended_with "result: flush: IBV_WC_WR_FLUSH_ERR (5), as expected: "
+  # The cause first, then its echo, in the order posted.
+  [[ $output == *"wr_id 1 IBV_WC_REM_ACCESS_ERR (10)"*"wr_id 2 IBV_WC_WR_FLUSH_ERR (5)"*"wr_id 3 IBV_WC_WR_FLUSH_ERR (5)"* ]] ||
+    fail "not REM_ACCESS_ERR then two flushes: $output"
+  server_said "result: server: flush: completions IBV_WC_WR_FLUSH_ERR (5), IBV_WC_WR_FLUSH_ERR (5); our QP is IBV_QPS_ERR"
+}
+
+@test "--list prints each program's scenarios with what it breaks, one a line" {
   run -0 rx ./lesson10 --list
-  [[ $(cut -d' ' -f1 <<<"$output" | paste -sd' ') == "rnr rnr-wait rem-access qp-access len retry flush mtu gid recover" ]]
+  [[ $(cut -d' ' -f1 <<<"$output" | paste -sd' ') == "rnr rnr-wait retry mtu gid recover" ]]
   assert_line --regexp '^rnr +the server posts no receive; the client.s rnr_retry is 0$'
+  run -0 rx ./lesson10_nak --list
+  [[ $(cut -d' ' -f1 <<<"$output" | paste -sd' ') == "rem-access qp-access len flush" ]]
+  assert_line --regexp '^rem-access +an RDMA WRITE into an MR registered for REMOTE_READ only$'
   run -2 --separate-stderr rx ./lesson10 --list 127.0.0.1 rnr
   # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" "lesson10: --list takes no HOST or SCENARIO (see lesson10 -h)"
+  run -2 --separate-stderr rx ./lesson10_nak --list 127.0.0.1 len
+  assert_equal "$stderr" "lesson10_nak: --list takes no HOST or SCENARIO (see lesson10_nak -h)"
 }
 
-@test "-h prints the usage with its defaults and the scenarios, and exits 0" {
+@test "-h prints each program's usage with its defaults and scenarios, naming the other's, and exits 0" {
   run -0 rx ./lesson10 -h
   assert_line --partial "lesson10 [options] HOST SCENARIO"
   assert_output --partial "(default: 18515)"
   assert_output --partial "--list"
-  assert_output --partial "SCENARIO: rnr rnr-wait rem-access qp-access len retry flush mtu gid recover."
+  assert_output --partial "SCENARIO: rnr rnr-wait retry mtu gid recover (lesson10_nak plays rem-access qp-access len flush)."
+  run -0 rx ./lesson10_nak -h
+  assert_line --partial "lesson10_nak [options] HOST SCENARIO"
+  assert_output --partial "(default: 18515)"
+  assert_output --partial "(default: 30;"
+  assert_output --partial "SCENARIO: rem-access qp-access len flush (lesson10 plays rnr rnr-wait retry mtu gid recover)."
 }
 
-@test "an unknown scenario, or a client without one, is a one-line usage error, exit 2" {
+@test "an unknown scenario, the other program's, or a client without one, is a one-line usage error, exit 2" {
   run -2 --separate-stderr rx ./lesson10 127.0.0.1 nope
-  assert_equal "$stderr" "lesson10: unknown scenario 'nope' (lesson10 --list shows them) (see lesson10 -h)"
+  assert_equal "$stderr" "lesson10: unknown scenario 'nope' (lesson10 --list shows them, lesson10_nak --list the others) (see lesson10 -h)"
   assert_equal "$output" ""
+  run -2 --separate-stderr rx ./lesson10 127.0.0.1 rem-access
+  assert_equal "$stderr" "lesson10: unknown scenario 'rem-access' (lesson10 --list shows them, lesson10_nak --list the others) (see lesson10 -h)"
+  run -2 --separate-stderr rx ./lesson10_nak 127.0.0.1 rnr
+  assert_equal "$stderr" "lesson10_nak: unknown scenario 'rnr' (lesson10_nak --list shows them, lesson10 --list the others) (see lesson10_nak -h)"
   run -2 --separate-stderr rx ./lesson10 127.0.0.1
   assert_equal "$stderr" "lesson10: a client needs HOST SCENARIO, got 1 argument(s) (see lesson10 -h)"
+  run -2 --separate-stderr rx ./lesson10_nak 127.0.0.1
+  assert_equal "$stderr" "lesson10_nak: a client needs HOST SCENARIO, got 1 argument(s) (see lesson10_nak -h)"
 }
 
 @test "a server whose client names a scenario it does not know exits 1 naming it" {
@@ -172,10 +191,24 @@ between() {
   assert_line --regexp 'asked for scenario "bogus", which this server does not know$'
 }
 
-@test "a server given --timeout and no client gives up" {
-  start_server ./lesson10 -p "$PORT" --timeout 2
+@test "a lesson10 server asked for a lesson10_nak scenario exits 1 saying which server that needs" {
+  start_server ./lesson10 -p "$PORT" --timeout 10
+  wait_for_server_line "waiting for a client" 10
+  tcp_client nak "printf 'len\0\0\0\0\0\0\0\0\0\0\0\0\0' >&5"
   wait_server 10
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
-  assert_line --partial "no client connected to TCP port $PORT within 2 s"
+  assert_line --regexp 'asked for scenario "len", which this server does not know$'
+  assert_line "lesson10: check: is the client lesson10 too, of the same version? (lesson10_nak's scenarios need a lesson10_nak server)"
+}
+
+@test "a server given --timeout and no client gives up, in either program" {
+  local program
+  for program in lesson10 lesson10_nak; do
+    start_server "./$program" -p "$PORT" --timeout 2
+    wait_server 10
+    assert_equal "$SERVER_STATUS" 1
+    run cat "$SERVER_ERR"
+    assert_line --partial "no client connected to TCP port $PORT within 2 s"
+  done
 }

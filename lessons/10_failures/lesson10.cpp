@@ -1,4 +1,4 @@
-// lesson10.cpp - when RDMA fails: every classic error made on purpose, and recovered from.
+// lesson10.cpp - when RDMA fails: the QP's knobs turned wrong, one scenario each, and a QP recovered.
 //
 // Lessons 4 to 9 avoid every mistake. This one makes them, one per scenario,
 // for real: the client names a scenario, the server plays its side of it, and
@@ -8,6 +8,10 @@
 //     result: SCENARIO: IBV_WC_<ENUM> (<number>), as expected: why
 // and it exits 0 when the failure happened as taught, 1 (saying what happened
 // instead) when it did not. The server's last line is "result: server: ...".
+// This program's scenarios turn the knobs of ibv_modify_qp wrong (rnr_retry,
+// min_rnr_timer, retry_cnt, path_mtu, the GID) and bring a QP back from ERR;
+// the lesson's second program, lesson10_nak.cpp, has the responder refuse
+// requests (MR and QP access, a receive too short, a wrong rkey).
 //
 // A failed completion carries only wr_id, status, vendor_err and qp_num:
 // its opcode and byte_len are not set (man ibv_poll_cq). The first error in
@@ -24,17 +28,18 @@
 //     ibv_modify_qp with the failure knobs: rnr_retry, retry_cnt, timeout (RTS),
 //         min_rnr_timer, path_mtu (RTR); ERR -> RESET -> INIT -> RTR -> RTS to recover
 //     ibv_get_async_event / ibv_ack_async_event on ctx->async_fd, bounded with poll()
+//         (failures.hpp's print_async_events, which both programs call)
 //     the port's counters: /sys/class/infiniband/DEV/ports/N/hw_counters/* (wb::PortCounters)
+//
+// The file reads: the knobs (to_rtr, to_rts), the scenarios, main; the
+// plumbing both programs share (posting, the exchange, how each side ends)
+// is failures.hpp, beside this file.
 //
 // Read more: man ibv_poll_cq (the status list), man ibv_modify_qp,
 // man ibv_get_async_event; docs/lesson10-failures.md (what now? table, the
 // wire of each failure, the fixes, exercises).
 #include <infiniband/verbs.h>
 
-#include <fcntl.h>
-#include <poll.h>
-
-#include <array>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -44,59 +49,18 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "check.hpp"
 #include "connect.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
-#include "handles.hpp"
+#include "failures.hpp"
 #include "options.hpp"
 #include "sum_protocol.hpp"
 
 namespace {
 
-constexpr uint16_t kLesson = 10;  // sent in the exchange: a lesson-10 client only talks to a lesson-10 server
-// The client names its scenario in the first bytes it sends on the TCP
-// connection: exactly 16 bytes, the name padded with NUL bytes.
-constexpr size_t kNameBytes = 16;
-constexpr uint32_t kBufferBytes = 4096;  // every MR: one page
-// After the exchange the two sides keep in step with 4-byte tokens on the TCP
-// connection (wb::send_token): "RTR!" the server's QP is ready (lesson 4);
-// "DONE" the client has its result, the server may report; "NEXT" (rnr-wait)
-// the server changed its RNR timer; "SENT" (rnr-wait) the client has posted
-// its SEND, so the server's second of lateness starts then; "AGIN" (recover)
-// the client failed and both start again from RESET.
-
-// wr_id: our own label for a work request, handed back in its completion
-// (also in a failed one: wr_id and status are all a failed completion carries).
-constexpr uint64_t kRecvId = 1;
-constexpr uint64_t kSendId = 2;
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Everything one side holds, declared in creation order (reverse destruction).
-struct Side {
-    wb::Options opt;
-    bool server = true;
-    const char* who = "server";
-    wb::Context ctx;
-    wb::PortAddress addr;
-    wb::ProtectionDomain pd;
-    wb::CompletionQueue send_cq, recv_cq;
-    wb::QueuePair qp;
-    wb::Buffer buf;
-    wb::MemoryRegion mr;  // registered by each scenario, with the access it needs
-    wb::Connection conn;
-    uint32_t psn = 0;
-    wb::PeerInfo peer;
-    std::optional<wb::PortCounters> counters;  // the port's hw_counters since we started
-    Clock::time_point posted;                  // when the last work request was posted
-};
+using namespace failures;  // Side, Scenario and the plumbing: failures.hpp
 
 // --- the knobs the failures turn: the QP's transitions, by hand -------------------
 
@@ -146,24 +110,10 @@ void to_rtr_rts(Side& s) {
     to_rts(s, kRetryCnt, kRnrRetry);
 }
 
-// --- the plumbing the scenarios share (defined after main) ---------------------
+// --- the scenarios: each plays both sides ---------------------------------------
 // Completions are waited for with wb::poll_any (common/connect.hpp): where
 // lessons 4 to 9's wb::poll_one exits on a failed completion, it returns it,
 // since here failure is the point.
-
-void register_buffer(Side& s, int access);  // our MR, with exactly `access`
-void exchange(Side& s);                     // lesson 4's exchange, offering our buffer
-void go(Side& s);                           // the server's "RTR!" (lesson 4, step 8)
-void post_receive(Side& s, uint32_t length);
-void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey = 0, uint32_t offset = 0);
-int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why, bool timed = false);
-int server_reports(Side& s, const char* scenario, std::string seen = "");
-void print_completion(const Side& s, const ibv_wc& wc);
-void print_async_events(const Side& s, int ms);
-void print_counters(const Side& s);
-void print_state(const Side& s, const char* step);
-
-// --- the scenarios: each plays both sides ---------------------------------------
 
 // rnr: a SEND finds no receive posted, and the sender accepts no RNR NAK.
 int rnr(Side& s) {
@@ -242,54 +192,6 @@ int rnr_wait(Side& s) {
     return 0;
 }
 
-// rem-access: an RDMA WRITE into memory the server registered for READ only.
-int rem_access(Side& s) {
-    // THE MISTAKE, on the server: the MR allows REMOTE_READ, not REMOTE_WRITE.
-    // The client's buffer is only the source of its WRITE: no access flag.
-    register_buffer(s, s.server ? IBV_ACCESS_REMOTE_READ : 0);
-    // The QP allows both: the MR alone refuses the WRITE.
-    wb::qp_to_init(s.qp.get(), s.addr, s.server ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0);
-    exchange(s);
-    to_rtr_rts(s);
-    go(s);
-    if (s.server) return server_reports(s, "rem-access");
-    post(s, IBV_WR_RDMA_WRITE, 16, s.peer.rkey);
-    return client_expects(s, "rem-access", IBV_WC_REM_ACCESS_ERR,
-                          "the server's MR allows REMOTE_READ only; its NIC answered NAK remote access error");
-}
-
-// qp-access: an RDMA READ at a QP whose qp_access_flags lack REMOTE_READ.
-int qp_access(Side& s) {
-    // The server's MR allows the READ; the client's buffer receives the READ's
-    // data, written by its own NIC: LOCAL_WRITE.
-    register_buffer(s, s.server ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_LOCAL_WRITE);
-    // THE MISTAKE, on the server: the QP allows no remote operation at all.
-    wb::qp_to_init(s.qp.get(), s.addr, 0);
-    exchange(s);
-    to_rtr_rts(s);
-    go(s);
-    if (s.server) return server_reports(s, "qp-access");
-    post(s, IBV_WR_RDMA_READ, 16, s.peer.rkey);
-    return client_expects(s, "qp-access", IBV_WC_REM_INV_REQ_ERR,
-                          "the server's QP was not given IBV_ACCESS_REMOTE_READ (qp_access_flags), "
-                          "although its MR was; its NIC answered NAK invalid request");
-}
-
-// len: a SEND larger than the receive the server posted.
-int len(Side& s) {
-    register_buffer(s, IBV_ACCESS_LOCAL_WRITE);
-    wb::qp_to_init(s.qp.get(), s.addr, 0);
-    if (s.server) post_receive(s, 16);  // THE MISTAKE: room for 16 bytes...
-    exchange(s);
-    to_rtr_rts(s);
-    go(s);
-    if (s.server) return server_reports(s, "len");
-    post(s, IBV_WR_SEND, 64);  // ...and 64 arrive
-    return client_expects(s, "len", IBV_WC_REM_OP_ERR,
-                          "64 bytes for a 16-byte receive: the server's receive failed (rxe: IBV_WC_LOC_QP_OP_ERR, "
-                          "most NICs: IBV_WC_LOC_LEN_ERR) and its NIC answered NAK remote operational error");
-}
-
 // retry: the server's QP never reaches RTR, so it drops every packet in silence.
 int retry(Side& s) {
     register_buffer(s, IBV_ACCESS_LOCAL_WRITE);
@@ -308,49 +210,6 @@ int retry(Side& s) {
                   "nothing answered: %d tries x 67 ms (timeout 14, retry_cnt %d) predict %.2f s", kRetryCnt + 1,
                   kRetryCnt, predicted);
     return client_expects(s, "retry", IBV_WC_RETRY_EXC_ERR, why, true);
-}
-
-// flush: three work requests, the first fails; the rest are flushed.
-int flush(Side& s) {
-    // The server's MR allows the WRITE (and the SENDs' receives); the client's is a source only.
-    register_buffer(s, s.server ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0);
-    wb::qp_to_init(s.qp.get(), s.addr, s.server ? IBV_ACCESS_REMOTE_WRITE : 0);
-    if (s.server) {
-        post_receive(s, 16);
-        post_receive(s, 16);
-    }
-    exchange(s);
-    to_rtr_rts(s);
-    go(s);
-    if (s.server) return server_reports(s, "flush");
-    // THE MISTAKE: the first WR's rkey is wrong. Three WRs in one post:
-    // WRITE (bad rkey), SEND, SEND, each signaled, wr_id 1, 2, 3.
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.mr->addr), .length = 16, .lkey = s.mr->lkey};
-    ibv_send_wr wrs[3] = {};
-    for (int i = 0; i < 3; ++i)
-        wrs[i] = {.wr_id = static_cast<uint64_t>(i + 1), .next = i < 2 ? &wrs[i + 1] : nullptr, .sg_list = &sge,
-                  .num_sge = 1, .opcode = i == 0 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
-                  .wr = {.rdma = {.remote_addr = s.peer.addr, .rkey = s.peer.rkey + 1}}};  // + 1: not its rkey
-    ibv_send_wr* bad = nullptr;
-    CHECK_RC(ibv_post_send(s.qp.get(), wrs, &bad));
-    std::vector<ibv_wc> got;
-    while (got.size() < 3)
-        if (const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), s.opt.timeout_s)) {
-            print_completion(s, *wc);
-            got.push_back(*wc);
-        } else break;
-    print_counters(s);
-    wb::send_token(s.conn, "DONE");
-    const bool as_taught = got.size() == 3 && got[0].status == IBV_WC_REM_ACCESS_ERR &&
-                           got[1].status == IBV_WC_WR_FLUSH_ERR && got[2].status == IBV_WC_WR_FLUSH_ERR;
-    if (!as_taught)
-        wb::result_error("flush: expected " + wb::wc_status_text(IBV_WC_REM_ACCESS_ERR) + " then two " +
-                         wb::wc_status_text(IBV_WC_WR_FLUSH_ERR) + ", got " + std::to_string(got.size()) +
-                         " completions, the first " + (got.empty() ? "none" : wb::wc_status_text(got[0].status)));
-    std::printf("result: flush: %s, as expected: the first error (%s, a wrong rkey) is the cause, "
-                "the two flushed SENDs its echo\n",
-                wb::wc_status_text(IBV_WC_WR_FLUSH_ERR).c_str(), wb::wc_status_text(IBV_WC_REM_ACCESS_ERR).c_str());
-    return 0;
 }
 
 // mtu: the client's path MTU is 4096, larger than its 1500-byte link carries.
@@ -510,238 +369,37 @@ int recover(Side& s) {
     return 0;
 }
 
-struct Scenario {
-    const char* name;
-    const char* breaks;  // one line for --list
-    int (*play)(Side&);  // both sides: the server's part and the client's
-};
 constexpr Scenario kScenarios[] = {
     {"rnr", "the server posts no receive; the client's rnr_retry is 0", rnr},
     {"rnr-wait", "the server posts its receive 1 s late; rnr_retry 7 waits (min_rnr_timer 12, then 0)", rnr_wait},
-    {"rem-access", "an RDMA WRITE into an MR registered for REMOTE_READ only", rem_access},
-    {"qp-access", "an RDMA READ at a QP whose qp_access_flags lack REMOTE_READ", qp_access},
-    {"len", "a 64-byte SEND into a 16-byte receive", len},
     {"retry", "the server's QP stays in INIT: nothing ever answers", retry},
-    {"flush", "WRITE with a wrong rkey, then two SENDs: one error, two flushes", flush},
     {"mtu", "the client's path MTU is 4096 on a 1500-byte link", mtu},
     {"gid", "the client's GID is IPv6 link-local, the server's IPv4-mapped", gid},
     {"recover", "rnr's error, then ERR -> RESET -> INIT -> RTR -> RTS and a good sum", recover},
 };
-
-const Scenario* find_scenario(const std::string& name) {
-    for (const Scenario& sc : kScenarios)
-        if (name == sc.name) return &sc;
-    return nullptr;
-}
+constexpr const char* kOtherProgram = "lesson10_nak";  // the lesson's other program plays the other scenarios
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string list_flag;
-    const wb::ExtraOption extra[] = {
-        {'l', "list", nullptr, "list the scenarios, one line each, and exit", &list_flag},
-    };
     const wb::Usage usage = {
         .synopsis = "[options]                server: plays its side of the client's scenario\n"
                     "  lesson10 [options] HOST SCENARIO  client: make SCENARIO's failure happen\n"
                     "  lesson10 --list                   the scenarios",
-        .summary = "when RDMA fails: each classic error made on purpose, on both sides, and recovered from",
-        .notes = "SCENARIO: rnr rnr-wait rem-access qp-access len retry flush mtu gid recover.\n"
+        .summary = "when RDMA fails: the QP's knobs turned wrong, on both sides, and a QP recovered",
+        .notes = "SCENARIO: rnr rnr-wait retry mtu gid recover (lesson10_nak plays rem-access qp-access len flush).\n"
                  "The client exits 0 when the failure happened as the lesson teaches, 1 when not.",
     };
     Side s;
-    s.opt = wb::parse_options(argc, argv, usage, extra);
-    if (s.opt.given('l')) {
-        if (!s.opt.args.empty()) wb::usage_error("--list takes no HOST or SCENARIO");
-        for (const Scenario& sc : kScenarios) std::printf("%-11s %s\n", sc.name, sc.breaks);
-        return 0;
-    }
-    s.server = s.opt.args.empty();
-    s.who = s.server ? "server" : "client";
-    const Scenario* scenario = nullptr;
-    if (!s.server) {
-        if (s.opt.args.size() != 2)
-            wb::usage_error("a client needs HOST SCENARIO, got " + std::to_string(s.opt.args.size()) + " argument(s)");
-        scenario = find_scenario(s.opt.args[1]);
-        if (!scenario)
-            wb::usage_error("unknown scenario '" + wb::printable(s.opt.args[1].data(), s.opt.args[1].size()) +
-                            "' (lesson10 --list shows them)");
-    }
+    const Scenario* scenario = parse_command_line(s, argc, argv, usage, kScenarios, kOtherProgram);
 
     // 1. Device, port and address (lesson 1), and the counters as they are now.
-    s.ctx = wb::open_device(s.opt.device);
-    s.addr = wb::choose_address(s.ctx.get(), s.opt.ib_port, s.opt.gid_index);
-    wb::print_address(ibv_get_device_name(s.ctx->device), s.addr);
-    s.counters.emplace(s.ctx.get(), s.addr.port);
-
-    // 2. PD, CQs (4 entries: flush's three WRs and more), an RC QP, a buffer.
-    s.pd.reset(CHECK_PTR(ibv_alloc_pd(s.ctx.get())));
-    s.send_cq.reset(CHECK_PTR(ibv_create_cq(s.ctx.get(), 4, nullptr, nullptr, 0)));
-    s.recv_cq.reset(CHECK_PTR(ibv_create_cq(s.ctx.get(), 4, nullptr, nullptr, 0)));
-    ibv_qp_init_attr qp_attr = {
-        .send_cq = s.send_cq.get(),
-        .recv_cq = s.recv_cq.get(),
-        .cap = {.max_send_wr = 3, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
-    s.qp.reset(CHECK_PTR(ibv_create_qp(s.pd.get(), &qp_attr)));
-    s.buf = wb::alloc_buffer(kBufferBytes);
+    // 2. PD, CQs, an RC QP, a buffer (lesson 4; failures.hpp).
+    open_side(s);
 
     // 3. The TCP connection, and the scenario's name on it: 16 bytes, NUL-padded.
-    std::array<uint8_t, kNameBytes> name{};
-    if (s.server) {
-        wb::Listener listener(s.opt.tcp_port);
-        std::printf("server: waiting for a client on TCP port %u\n", s.opt.tcp_port);
-        s.conn = listener.accept(s.opt.accept_timeout_s());
-        if (!wb::recv_exact(s.conn, name, s.opt.timeout_s))
-            wb::fail("the client " + s.conn.peer() + " closed the connection before naming a scenario");
-        const size_t n = strnlen(reinterpret_cast<const char*>(name.data()), kNameBytes);
-        scenario = find_scenario(std::string(reinterpret_cast<const char*>(name.data()), n));
-        if (!scenario)
-            wb::fail("the client " + s.conn.peer() + " asked for scenario \"" +
-                         wb::printable(reinterpret_cast<const char*>(name.data()), n) + "\", which this server does not know",
-                     "is it a lesson10 client of the same version?");
-    } else {
-        s.conn = wb::connect_to(s.opt.args[0], s.opt.tcp_port, s.opt.timeout_s);
-        std::memcpy(name.data(), scenario->name, std::strlen(scenario->name));
-        wb::send_all(s.conn, name);
-    }
-    std::printf("%s: scenario %s: %s\n", s.who, scenario->name, scenario->breaks);
+    scenario = meet(s, kScenarios, scenario, kOtherProgram);
 
     // 4. The scenario: both sides' parts, in one function each.
     return scenario->play(s);
 }
-
-namespace {
-
-// --- the plumbing: connecting, posting, and how each side ends and reports ------
-
-void register_buffer(Side& s, int access) {
-    s.mr.reset(CHECK_PTR(ibv_reg_mr(s.pd.get(), s.buf.get(), kBufferBytes, access),
-                         "ulimit -l: is locked memory limited? (make doctor checks this)"));
-}
-
-void exchange(Side& s) {
-    s.psn = wb::random_psn();
-    wb::PeerInfo me = wb::local_info(kLesson, s.qp.get(), s.psn, s.addr);
-    me.addr = reinterpret_cast<uintptr_t>(s.buf.get());
-    me.length = kBufferBytes;
-    me.rkey = s.mr->rkey;
-    s.peer = wb::exchange(s.conn, me, s.opt.timeout_s);
-    std::printf("%s: peer %s is QP 0x%x, first PSN %u\n", s.who, s.conn.peer().c_str(), s.peer.qp_num, s.peer.psn);
-}
-
-void go(Side& s) {
-    if (s.server) wb::send_token(s.conn, "RTR!");
-    else wb::expect_token(s.conn, "RTR!", s.opt.timeout_s);
-}
-
-void post_receive(Side& s, uint32_t length) {
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.mr->addr), .length = length, .lkey = s.mr->lkey};
-    ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};
-    ibv_recv_wr* bad = nullptr;
-    CHECK_RC(ibv_post_recv(s.qp.get(), &wr, &bad));
-}
-
-// One signaled work request of `length` bytes from our buffer, at `offset`
-// in it; an RDMA WRITE or READ targets the peer's buffer with `rkey`.
-void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey, uint32_t offset) {
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf.get() + offset), .length = length, .lkey = s.mr->lkey};
-    ibv_send_wr wr = {
-        .wr_id = kSendId,
-        .next = nullptr,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = opcode,
-        .send_flags = IBV_SEND_SIGNALED,
-        .wr = {.rdma = {.remote_addr = s.peer.addr, .rkey = rkey}},  // ignored by a SEND
-    };
-    ibv_send_wr* bad = nullptr;
-    CHECK_RC(ibv_post_send(s.qp.get(), &wr, &bad));
-    s.posted = Clock::now();
-}
-
-// The client: wait for its one completion, compare it with what the lesson
-// teaches, tell the server "DONE", and print the result line (with the time
-// the completion took, when `timed`).
-int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why, bool timed) {
-    const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), s.opt.timeout_s);
-    const double took = seconds_since(s.posted);
-    if (wc) print_completion(s, *wc);
-    std::printf("client: %.3f s after the post; our QP is %s\n", took,
-                wb::qp_state_name(wb::query_state(s.qp.get())));
-    print_async_events(s, 100);
-    print_counters(s);
-    wb::send_token(s.conn, "DONE");
-    if (!wc)
-        wb::result_error(std::string(scenario) + ": expected " + wb::wc_status_text(expected) + ", got no completion within " +
-                         std::to_string(s.opt.timeout_s) + " s");
-    if (wc->status != expected)
-        wb::result_error(std::string(scenario) + ": expected " + wb::wc_status_text(expected) + ", got " +
-                         wb::wc_status_text(wc->status));
-    std::printf("result: %s: %s, as expected: %s", scenario, wb::wc_status_text(expected).c_str(), why.c_str());
-    if (timed) std::printf("; it took %.2f s", took);
-    std::printf("\n");
-    return 0;
-}
-
-// The server: wait for the client's "DONE", then report every completion
-// its CQs hold, its QP's state, async events and counters.
-int server_reports(Side& s, const char* scenario, std::string seen) {
-    wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
-    for (ibv_cq* cq : {s.recv_cq.get(), s.send_cq.get()}) {
-        while (const std::optional<ibv_wc> wc = wb::poll_any(cq, 0)) {
-            print_completion(s, *wc);
-            seen += (seen.empty() ? "" : ", ") + wb::wc_status_text(wc->status);
-        }
-    }
-    const ibv_qp_state state = wb::query_state(s.qp.get());
-    print_async_events(s, 100);
-    print_counters(s);
-    std::printf("result: server: %s: %s; our QP is %s\n", scenario,
-                seen.empty() ? "no completion" : ("completions " + seen).c_str(), wb::qp_state_name(state));
-    return 0;
-}
-
-// --- what a failure leaves behind -----------------------------------------------
-
-void print_completion(const Side& s, const ibv_wc& wc) {
-    if (wc.status == IBV_WC_SUCCESS)
-        std::printf("%s: completion wr_id %" PRIu64 " %s, %u bytes, IBV_WC_SUCCESS\n", s.who, wc.wr_id,
-                    wb::wc_opcode_str(wc.opcode), wc.byte_len);
-    else  // opcode and byte_len are not valid in a failed completion
-        std::printf("%s: completion wr_id %" PRIu64 " %s: %s, vendor_err 0x%x\n", s.who, wc.wr_id,
-                    wb::wc_status_text(wc.status).c_str(), ibv_wc_status_str(wc.status), wc.vendor_err);
-}
-
-// Errors that no completion reports (a QP the responder put in ERR, a CQ
-// overrun, a port going down) arrive as asynchronous events on the device's
-// async_fd. ibv_get_async_event blocks, so we make the fd non-blocking and
-// wait for it with poll(), at most `ms` milliseconds.
-void print_async_events(const Side& s, int ms) {
-    const int fd = s.ctx->async_fd;
-    CHECK_ERRNO(fcntl(fd, F_SETFL, CHECK_ERRNO(fcntl(fd, F_GETFL)) | O_NONBLOCK));
-    int seen = 0;
-    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-    while (CHECK_ERRNO(poll(&p, 1, seen ? 0 : ms)) == 1) {
-        ibv_async_event ev;
-        if (ibv_get_async_event(s.ctx.get(), &ev) == -1) {
-            if (errno == EAGAIN) break;  // poll() saw the fd readable, but another reader took the event
-            wb::fail("ibv_get_async_event(s.ctx.get(), &ev) failed: " + wb::errno_str(errno));
-        }
-        std::printf("%s: async event %s (%d)\n", s.who, ibv_event_type_str(ev.event_type), ev.event_type);
-        ibv_ack_async_event(&ev);  // every event must be acked, or destroying its QP/CQ hangs
-        ++seen;
-    }
-    if (!seen) std::printf("%s: no async event within %d ms\n", s.who, ms);
-}
-
-void print_counters(const Side& s) {
-    std::printf("%s: port counters that moved: %s\n", s.who, s.counters->moved_list().c_str());
-}
-
-void print_state(const Side& s, const char* step) {
-    std::printf("%s: %-14s QP is %s\n", s.who, step, wb::qp_state_name(wb::query_state(s.qp.get())));
-}
-
-}  // namespace
