@@ -26,10 +26,13 @@ connect_b='timeout 5 bash -c "exec 3<>/dev/tcp/$LAB_PEER_ADDR/22" 2>/tmp/err && 
 
 @test "a netem spec that is empty or holds shell words is misuse: one line, exit 2, before any boot" {
   local spec
+  # shellcheck disable=SC2016 # expanded in the guest
   for spec in "" "loss 1%; reboot" 'loss $(x)' "loss 1% | true"; do
     run -2 --separate-stderr scripts/lab.sh pair --netem-a "$spec" --a true --b true
     assert_equal "$output" ""
+    # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
     assert_regex "$stderr" "^lab\.sh: --netem-a"
+    # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
     assert_equal "${#stderr_lines[@]}" 1
   done
   run -2 --separate-stderr env LAB_NETEM_B="loss 1%;" scripts/lab.sh pair --a true --b true

@@ -11,11 +11,15 @@
 # the tests that need ODP skip, each naming the kernel they need.
 bats_require_minimum_version 1.5.0
 
-setup() { load helpers/lesson; lesson_setup; }
+setup() {
+  load helpers/lesson
+  lesson_setup
+}
 teardown() { lesson_teardown; }
 
 # Skip unless the device pages on demand (ibv_devinfo -v: general_odp_caps).
 needs_odp() {
+  # shellcheck disable=SC2016 # expanded by the inner shell
   rx_sh 'ibv_devinfo -v -d "$1" | grep -A1 general_odp_caps: | grep -q ODP_SUPPORT' _ "$RDMA_DEV" ||
     skip "needs a device with on-demand paging: rxe from Linux 6.15 (LAB_KERNEL=trixie-backports)"
 }
@@ -31,6 +35,7 @@ start_fake_server() {
 @test "the server reports the device's odp_caps, and refuses with the kernel it needs where they lack WRITE and READ" {
   run --separate-stderr rx ./lesson16 -p "$PORT" --timeout 1
   assert_failure 1 # with ODP: no client came within 1 s
+  # shellcheck disable=SC2016 # expanded by the inner shell
   if rx_sh 'ibv_devinfo -v -d "$1" | grep -A1 general_odp_caps: | grep -q ODP_SUPPORT' _ "$RDMA_DEV"; then
     assert_line "odp: general_caps 0x1: ODP_SUPPORT yes, ODP_SUPPORT_IMPLICIT no"
     assert_line --regexp '^odp: rc_odp_caps 0x[0-9a-f]+ \(SEND RECV WRITE READ .*\), ud_odp_caps '
@@ -38,6 +43,7 @@ start_fake_server() {
     assert_line --partial "server: waiting for a client"
   else
     assert_line "odp: general_caps 0x0: ODP_SUPPORT no, ODP_SUPPORT_IMPLICIT no"
+    # shellcheck disable=SC2154 # stderr, stderr_lines: set by Bats' run --separate-stderr
     [[ ${stderr_lines[0]} == "lesson16: $RDMA_DEV cannot page RC WRITE and READ on demand (no ODP on this kernel, "* ]] ||
       fail "stderr: $stderr"
     [[ ${stderr_lines[1]} == *"rxe has ODP from Linux 6.15"*"LAB_KERNEL=trixie-backports scripts/lab.sh up"* ]] ||

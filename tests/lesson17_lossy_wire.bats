@@ -35,6 +35,7 @@ stream() {
 
 @test "-h names every option with its default and exits 0" {
   run -0 --separate-stderr ./lesson17 -h
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "$stderr" ""
   assert_line --partial "-n, --count=N         client: WRITEs to send, 1..100000 (default: 64)"
   assert_line --partial "(default: 65536)"
@@ -52,6 +53,7 @@ stream() {
     # shellcheck disable=SC2086 # each case is several words on purpose
     run -2 --separate-stderr ./lesson17 $args
     assert_equal "$output" ""
+    # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
     assert_equal "${#stderr_lines[@]}" 1
     assert_regex "$stderr" "^lesson17: .*\(see lesson17 -h\)$"
   done
