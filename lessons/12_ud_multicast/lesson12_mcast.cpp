@@ -1,15 +1,15 @@
 // lesson12_mcast.cpp - multicast: one UD datagram, sent once, received by every QP of a group.
 //
-// Lesson 12's second program (lesson12.cpp is the first: the sum over UD,
-// whose QPs, receives and datagrams this one uses unchanged, through
-// common/ud.hpp). R receiver QPs join a multicast group and a sender sends K
-// datagrams ONCE to the group's GID and the multicast QPN 0xFFFFFF: each
-// receiver QP gets its own copy of each, made past the sender (by the
-// receiving NIC; on a fabric, also by the switches). On RoCE v2 a group is an IP multicast group, which the host must
-// join (IGMP) before its IP layer lets the packets through: rdma_join_multicast
-// does that and answers with the group's GID and Q_Key; ibv_attach_mcast then
-// tells the device which QPs get copies, and each QP is detached again before
-// it is destroyed.
+// Lesson 12's second program (lesson12.cpp is the first: the sum over UD, whose
+// QPs, receives and datagrams this one uses unchanged, through common/ud.hpp).
+// R receiver QPs join a multicast group and a sender sends K datagrams ONCE to
+// the group's GID and the multicast QPN 0xFFFFFF: each receiver QP gets its own
+// copy of each, made past the sender (by the receiving NIC; on a fabric, also
+// by the switches). On RoCE v2 a group is an IP multicast group, which the host
+// must join (IGMP) before its IP layer lets the packets through:
+// rdma_join_multicast does that and answers with the group's GID and Q_Key;
+// ibv_attach_mcast then tells the device which QPs get copies, and each QP is
+// detached again before it is destroyed.
 //
 // Run it on one host (two terminals; rxe loops multicast back to its own QPs):
 //     ./lesson12_mcast                 receivers: 3 QPs (-r) join 239.1.2.3, wait for a sender
