@@ -54,7 +54,7 @@
 #include "handles.hpp"
 #include "options.hpp"
 #include "sum_protocol.hpp"
-#include "ud.hpp"  // poll_datagram, grh_source_ipv4: plumbing; this file writes the UD verbs out
+#include "ud.hpp"  // two constants and the plumbing (poll_datagram, grh_source_ipv4); the UD verbs are below
 
 namespace {
 
@@ -71,11 +71,11 @@ constexpr uint32_t kQkey = RDMA_UDP_QKEY;
 // Header of the packet that filled it (on RoCE v2 over IPv4, rxe puts the
 // 20-byte IPv4 header in its last 20 bytes). The NIC writes it whether or not
 // we want it; a buffer without the 40 bytes loses the end of the message.
-constexpr uint32_t kGrhBytes = 40;
+using wb::kGrhBytes;  // 40, in common/ud.hpp with the multicast program's helpers
 
-// The multicast QP number (IBTA: the 24-bit "all ones" QPN): lesson12_mcast's
-// receivers give it in the exchange, and this program refuses them.
-constexpr uint32_t kMulticastQpn = 0xFFFFFF;
+// The multicast QP number (IBTA: the 24-bit "all ones" QPN, 0xFFFFFF):
+// lesson12_mcast's receivers give it in the exchange, and this program refuses them.
+using wb::kMulticastQpn;
 
 // The client waits this long for an answer before it sends the request
 // again, at most kTries times: UD's only reliability is the one we write.
