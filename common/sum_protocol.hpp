@@ -1,9 +1,10 @@
-// sum_protocol.hpp - the two messages of the sum service (lessons 4, 8 and 9).
+// sum_protocol.hpp - the two messages of the sum service (lessons 4, 8, 9, 12 and 15).
 //
 // This is the application's own protocol, not RDMA: what the bytes of a
-// SEND mean. Lesson 4 introduces it; lessons 8 and 9 reuse it unchanged, so
-// that a diff of lesson 4 against them shows only what they change (event-
-// driven completions; rdma_cm). Each message travels as one SEND.
+// SEND mean. Lesson 4 introduces it; lessons 8, 9, 12 and 15 reuse it
+// unchanged, so that a diff of lesson 4 against them shows only what they
+// change (event-driven completions; rdma_cm; UD; the extended verbs). Each
+// message travels as one SEND (over UD, one datagram).
 //
 // Integers are big-endian (network byte order) so that hosts of any
 // endianness agree: htobe64 on the way out, be64toh on the way in (not

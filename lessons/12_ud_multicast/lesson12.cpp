@@ -34,7 +34,6 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>  // RDMA_UDP_QKEY only
 
-#include <arpa/inet.h>
 #include <endian.h>
 
 #include <algorithm>
@@ -44,7 +43,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -56,6 +54,7 @@
 #include "handles.hpp"
 #include "options.hpp"
 #include "sum_protocol.hpp"
+#include "ud.hpp"  // two constants and the plumbing (poll_datagram, grh_source_ipv4); the UD verbs are below
 
 namespace {
 
@@ -72,12 +71,11 @@ constexpr uint32_t kQkey = RDMA_UDP_QKEY;
 // Header of the packet that filled it (on RoCE v2 over IPv4, rxe puts the
 // 20-byte IPv4 header in its last 20 bytes). The NIC writes it whether or not
 // we want it; a buffer without the 40 bytes loses the end of the message.
-constexpr uint32_t kGrhBytes = 40;
-constexpr uint32_t kIpv4HeaderOffset = 20;  // where the IPv4 header starts in those 40 bytes
+using wb::kGrhBytes;  // 40, in common/ud.hpp with the multicast program's helpers
 
-// The multicast QP number (IBTA: the 24-bit "all ones" QPN): lesson12_mcast's
-// receivers give it in the exchange, and this program refuses them.
-constexpr uint32_t kMulticastQpn = 0xFFFFFF;
+// The multicast QP number (IBTA: the 24-bit "all ones" QPN, 0xFFFFFF):
+// lesson12_mcast's receivers give it in the exchange, and this program refuses them.
+using wb::kMulticastQpn;
 
 // The client waits this long for an answer before it sends the request
 // again, at most kTries times: UD's only reliability is the one we write.
@@ -188,11 +186,10 @@ bool from_peer(ibv_context* ctx, uint8_t port, ibv_wc& wc, char* buf, const wb::
     return false;
 }
 
-// The plumbing, at the end of this file: a bounded wait for a datagram that
-// may never come, a port counter, and reading the GRH's IPv4 source.
-std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const char* what);
-long long port_counter(const char* device, uint8_t port, const char* name);
-std::string grh_source_ipv4(const char* buf);
+// The plumbing is in common/: wb::poll_datagram (a bounded wait for a
+// datagram that may never come: lesson 3's loop, where "nothing" is normal),
+// wb::PortCounters::read (a port counter: how we see a dropped datagram at
+// all) and wb::grh_source_ipv4 (the GRH's IPv4 source).
 
 }  // namespace
 
@@ -283,7 +280,7 @@ int main(int argc, char** argv) {
 
     // 6. Out-of-band exchange over TCP: QP number and GID (or LID), as in lesson 4;
     //    the PSN is sent but unused: UD packets are never acknowledged nor resent.
-    const long long pkts_before = port_counter(ibv_get_device_name(ctx->device), addr.port, "rcvd_pkts");
+    const long long pkts_before = wb::PortCounters::read(ctx.get(), addr.port, "rcvd_pkts");
     wb::Connection conn = wb::meet_peer(opt, is_server);
     const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
     if (peer.qp_num == kMulticastQpn)
@@ -295,7 +292,7 @@ int main(int argc, char** argv) {
             // Whatever the client sends now finds no receive. No NAK goes back,
             // no completion appears here: only the port's packet counter moves.
             std::this_thread::sleep_for(kLateReceive);
-            const long long pkts = port_counter(ibv_get_device_name(ctx->device), addr.port, "rcvd_pkts");
+            const long long pkts = wb::PortCounters::read(ctx.get(), addr.port, "rcvd_pkts");
             if (pkts >= 0 && pkts_before >= 0)
                 std::printf("server: in those %lld ms the port received %lld packets (rcvd_pkts) and our CQ got "
                             "nothing: dropped\n",
@@ -319,7 +316,7 @@ int main(int argc, char** argv) {
         const uint32_t len = message_length(wc);
         std::printf("server: completion %s, %u bytes = 40 GRH + %u message, from QP 0x%x at %s\n",
                     wb::wc_opcode_str(wc.opcode), wc.byte_len, len, wc.src_qp,
-                    addr.roce ? grh_source_ipv4(recv_buf.get()).c_str() : "(IB)");
+                    addr.roce ? wb::grh_source_ipv4(recv_buf.get()).c_str() : "(IB)");
 
         // The application's part (common/sum_protocol.cpp), on the bytes after the GRH.
         const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get() + kGrhBytes, len);
@@ -379,7 +376,7 @@ int main(int argc, char** argv) {
         const auto until = std::chrono::steady_clock::now() + kAnswerWait;
         for (;;) {
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-            answer = poll_for(recv_cq.get(), left, "the server's response (RECV)");  // left < 0: polls once
+            answer = wb::poll_datagram(recv_cq.get(), left, "the server's response (RECV)");  // left < 0: polls once
             if (!answer || from_peer(ctx.get(), addr.port, *answer, recv_buf.get(), peer, "client", strays)) break;
             answer.reset();
             post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
@@ -404,39 +401,3 @@ int main(int argc, char** argv) {
     std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", a, b, r.sum);
     return 0;
 }
-
-namespace {
-
-// Poll `cq` for at most `wait`: the completion, or nothing. A datagram that was
-// lost leaves no trace, so "nothing" is a normal outcome, not an error as in poll_one.
-std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + wait;
-    ibv_wc wc{};
-    for (;;) {
-        int n = CHECK_POLL(ibv_poll_cq(cq, 1, &wc));
-        if (n == 1) {
-            wb::check_wc(wc, what);
-            return wc;
-        }
-        if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-        std::this_thread::yield();
-    }
-}
-
-// One of the port's counters (rxe: /sys/class/infiniband/DEV/ports/N/hw_counters);
-// -1 when the device has no such counter. It is how we see a dropped datagram at all.
-long long port_counter(const char* device, uint8_t port, const char* name) {
-    std::ifstream f(std::string("/sys/class/infiniband/") + device + "/ports/" + std::to_string(port) +
-                    "/hw_counters/" + name);
-    long long v = -1;
-    return (f >> v) ? v : -1;
-}
-
-// The source IPv4 address in a receive buffer's GRH area (RoCE v2 over IPv4).
-std::string grh_source_ipv4(const char* buf) {
-    char text[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, buf + kIpv4HeaderOffset + 12, text, sizeof text);  // iphdr.saddr is at offset 12
-    return text;
-}
-
-}  // namespace

@@ -1,15 +1,15 @@
 // lesson12_mcast.cpp - multicast: one UD datagram, sent once, received by every QP of a group.
 //
-// Lesson 12's second program (lesson12.cpp is the first: the sum over UD,
-// whose QPs, receives and datagrams this one uses unchanged). R receiver QPs
-// join a multicast group and a sender sends K datagrams ONCE to the group's
-// GID and the multicast QPN 0xFFFFFF: each receiver QP gets its own copy of
-// each, made past the sender (by the receiving NIC; on a fabric, also by the
-// switches). On RoCE v2 a group is an IP multicast group, which the host must
-// join (IGMP) before its IP layer lets the packets through: rdma_join_multicast
-// does that and answers with the group's GID and Q_Key; ibv_attach_mcast then
-// tells the device which QPs get copies, and each QP is detached again before
-// it is destroyed.
+// Lesson 12's second program (lesson12.cpp is the first: the sum over UD, whose
+// QPs, receives and datagrams this one uses unchanged, through common/ud.hpp).
+// R receiver QPs join a multicast group and a sender sends K datagrams ONCE to
+// the group's GID and the multicast QPN 0xFFFFFF: each receiver QP gets its own
+// copy of each, made past the sender (by the receiving NIC; on a fabric, also
+// by the switches). On RoCE v2 a group is an IP multicast group, which the host
+// must join (IGMP) before its IP layer lets the packets through:
+// rdma_join_multicast does that and answers with the group's GID and Q_Key;
+// ibv_attach_mcast then tells the device which QPs get copies, and each QP is
+// detached again before it is destroyed.
 //
 // Run it on one host (two terminals; rxe loops multicast back to its own QPs):
 //     ./lesson12_mcast                 receivers: 3 QPs (-r) join 239.1.2.3, wait for a sender
@@ -37,7 +37,6 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -46,21 +45,19 @@
 #include "exchange.hpp"
 #include "handles.hpp"
 #include "options.hpp"
+#include "ud.hpp"  // lesson12.cpp's UD steps, which it writes out and explains
 
 namespace {
 
 constexpr uint16_t kLesson = 12;  // sent in the exchange: lesson 12's programs talk to each other only
 
-// Lesson 12's constants (lesson12.cpp says what each is): the Q_Key, which is
-// also the one rdma_cm gives every member of a group in its UDP port space;
-// the GRH before every received datagram; the multicast QPN, the IBTA's
-// 24-bit "all ones" that sends a datagram to every QP attached to the group.
+// The Q_Key (lesson12.cpp says what it is): the one rdma_cm gives every
+// member of a group in its UDP port space. wb::kGrhBytes, the GRH before
+// every received datagram, and wb::kMulticastQpn, the IBTA's 24-bit "all
+// ones" that sends a datagram to every QP attached to the group, are in
+// common/ud.hpp.
 constexpr uint32_t kQkey = RDMA_UDP_QKEY;
-constexpr uint32_t kGrhBytes = 40;
-constexpr uint32_t kIpv4HeaderOffset = 20;  // where the IPv4 header starts in those 40 bytes
-constexpr uint32_t kMulticastQpn = 0xFFFFFF;
-constexpr uint64_t kRecvId = 1;
-constexpr uint64_t kSendId = 2;
+constexpr uint64_t kSendId = 2;  // wr_id of a datagram; a receive's wr_id is its slot number
 
 // After the sender's DONE, a receiver waits this long for each datagram
 // still missing before it counts it as lost (UD resends nothing).
@@ -70,81 +67,13 @@ constexpr const char* kDefaultGroup = "239.1.2.3";  // in 239.0.0.0/8, the site-
 constexpr int kDefaultReceivers = 3, kMaxReceivers = 8;  // a device's own limit: max_mcast_qp_attach
 constexpr int kDefaultCount = 3, kMaxCount = 16;
 
-// lesson12.cpp's UD steps, line for line (explained there): the transitions,
-// one receive, one datagram, and the message's length after the GRH.
-// RESET -> INIT -> RTR -> RTS for a UD QP. Compare lesson 3's RC transitions:
-// INIT takes a Q_Key instead of access flags (a datagram can only be a SEND,
-// which never touches our memory), and RTR and RTS take no remote fields at
-// all: no destination QP, no GID, no PSN to expect, no path MTU. A UD QP is
-// bound to no peer, so it can reach RTS before it knows anyone.
-void ud_qp_to_rts(ibv_qp* qp, const wb::PortAddress& a, uint32_t psn) {
-    ibv_qp_attr init = {
-        .qp_state = IBV_QPS_INIT,
-        .qkey = kQkey,      // incoming datagrams must carry this Q_Key
-        .pkey_index = 0,    // the default partition
-        .port_num = a.port,
-    };
-    CHECK_RC(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
-    ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR};
-    CHECK_RC(ibv_modify_qp(qp, &rtr, IBV_QP_STATE));
-    ibv_qp_attr rts = {
-        .qp_state = IBV_QPS_RTS,
-        .sq_psn = psn,      // 24-bit PSN of our first datagram; nobody checks UD's PSNs
-    };
-    CHECK_RC(ibv_modify_qp(qp, &rts, IBV_QP_STATE | IBV_QP_SQ_PSN));
-}
-
-// Post one receive of `length` bytes at `addr` inside `mr`. For UD, the
-// first kGrhBytes of it are the GRH's.
-void post_receive(ibv_qp* qp, const ibv_mr* mr, char* addr, uint32_t length, uint64_t id = kRecvId) {
-    ibv_sge sge = {
-        .addr = reinterpret_cast<uintptr_t>(addr),
-        .length = length,  // 40 bytes of GRH + the longest message we accept
-        .lkey = mr->lkey,
-    };
-    ibv_recv_wr wr = {.wr_id = id, .next = nullptr, .sg_list = &sge, .num_sge = 1};
-    ibv_recv_wr* bad = nullptr;
-    CHECK_RC(ibv_post_recv(qp, &wr, &bad));
-}
-
-// Post one signaled datagram of `length` bytes from the start of `mr` to QP
-// `remote_qpn` at the address `ah`: the three wr.ud fields are the whole of UD
-// addressing (an RC QP's RTR holds them instead).
-void post_datagram(ibv_qp* qp, const ibv_mr* mr, uint32_t length, ibv_ah* ah, uint32_t remote_qpn,
-                   uint32_t remote_qkey) {
-    ibv_sge sge = {
-        .addr = reinterpret_cast<uintptr_t>(mr->addr),
-        .length = length,
-        .lkey = mr->lkey,
-    };
-    ibv_send_wr wr = {
-        .wr_id = kSendId,
-        .next = nullptr,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,            // UD knows only SEND (and SEND with immediate)
-        .send_flags = IBV_SEND_SIGNALED,  // the completion says the datagram LEFT, nothing more
-        .wr = {.ud = {
-                   .ah = ah,                   // where: the peer's GID (or LID), port, hop limit
-                   .remote_qpn = remote_qpn,   // which QP there (0xFFFFFF: every QP of a multicast group)
-                   .remote_qkey = remote_qkey, // must equal the Q_Key of that QP, or it is dropped
-               }},
-    };
-    ibv_send_wr* bad = nullptr;
-    CHECK_RC(ibv_post_send(qp, &wr, &bad));
-}
-
-// The message's length in a UD receive: byte_len less the 40 GRH bytes it also
-// counts. Without IBV_WC_GRH, or under 40 bytes, it is not one we can read.
-uint32_t message_length(const ibv_wc& wc) {
-    if (!(wc.wc_flags & IBV_WC_GRH) || wc.byte_len < kGrhBytes)
-        wb::fail("a UD receive without its 40-byte GRH (" + std::to_string(wc.byte_len) + " bytes)");
-    return wc.byte_len - kGrhBytes;
-}
+// lesson12.cpp's UD steps are common/ud.hpp's: wb::ud_qp_to_rts (the
+// transitions with a Q_Key), wb::post_ud_receive (one receive, GRH
+// included), wb::post_datagram (the three wr.ud fields), wb::ud_message_length
+// and wb::poll_datagram. lesson12.cpp writes each out and explains it; the
+// calls and values are the same.
 
 // The plumbing, at the end of this file.
-std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const char* what);
-std::string grh_source_ipv4(const char* buf);
 std::string ipv4_multicast_mac(in_addr group);
 
 }  // namespace
@@ -189,7 +118,7 @@ int main(int argc, char** argv) {
                      wb::gid_to_string(addr.gid),
                  "choose one with -g (./lesson1 lists the GID table)");
     const uint32_t mtu = static_cast<uint32_t>(wb::mtu_bytes(addr.attr.active_mtu));
-    const uint32_t slot = kGrhBytes + mtu;  // one receive: the GRH and a whole packet
+    const uint32_t slot = wb::kGrhBytes + mtu;  // one receive: the GRH and a whole packet
 
     // 2. The objects: one UD QP per receiver, each with its own CQ (the
     //    sender: one QP). Reverse destruction tears the QPs down before the
@@ -225,9 +154,10 @@ int main(int argc, char** argv) {
     //    one receive per datagram it expects, before anyone can send.
     const uint32_t psn = wb::random_psn();
     for (int i = 0; i < qps; ++i) {
-        ud_qp_to_rts(qp[i].get(), addr, psn);
+        wb::ud_qp_to_rts(qp[i].get(), addr, psn, kQkey);
         for (int k = 0; k < count && !is_sender; ++k)
-            post_receive(qp[i].get(), mr.get(), buf.get() + (static_cast<size_t>(i) * count + k) * slot, slot, k);
+            wb::post_ud_receive(qp[i].get(), mr.get(), buf.get() + (static_cast<size_t>(i) * count + k) * slot, slot,
+                                k);
     }
     if (is_sender) {
         std::printf("sender: UD QP 0x%x is RTS with Q_Key 0x%08x\n", qp[0]->qp_num, kQkey);
@@ -291,17 +221,17 @@ int main(int argc, char** argv) {
     }
     wb::PeerInfo mine = wb::local_info(kLesson, qp[0].get(), psn, addr);
     if (!is_sender) {
-        mine.qp_num = kMulticastQpn;
+        mine.qp_num = wb::kMulticastQpn;
         mine.gid = group_gid;
     }
     const wb::PeerInfo peer = wb::exchange(conn, mine, opt.timeout_s);
     char peer_qpn[16];
     std::snprintf(peer_qpn, sizeof peer_qpn, "0x%x", peer.qp_num);  // in hex, as every other line
-    if (is_sender && peer.qp_num != kMulticastQpn)
+    if (is_sender && peer.qp_num != wb::kMulticastQpn)
         wb::fail("the peer " + conn.peer() + " is not multicast receivers (it gave QP " + peer_qpn +
                      ", not 0xffffff)",
                  "start the receivers: ./lesson12_mcast with no HOST");
-    if (!is_sender && peer.qp_num == kMulticastQpn)
+    if (!is_sender && peer.qp_num == wb::kMulticastQpn)
         wb::fail("the peer " + conn.peer() + " is multicast receivers too", "the sender needs a HOST");
 
     if (is_sender) {
@@ -323,13 +253,14 @@ int main(int argc, char** argv) {
         char group_ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &g, group_ip, sizeof group_ip);
         std::printf("sender: group GID %s = IPv4 %s = Ethernet %s; QP 0x%x, Q_Key 0x%08x\n",
-                    wb::gid_to_string(peer.gid).c_str(), group_ip, ipv4_multicast_mac(g).c_str(), kMulticastQpn,
+                    wb::gid_to_string(peer.gid).c_str(), group_ip, ipv4_multicast_mac(g).c_str(), wb::kMulticastQpn,
                     kQkey);
 
         // 9. Each datagram is sent ONCE; the network and the receiving NIC copy it.
         for (int k = 1; k <= count; ++k) {
             const int n = std::snprintf(buf.get(), mtu, "datagram %d of %d", k, count);
-            post_datagram(qp[0].get(), mr.get(), static_cast<uint32_t>(n), ah.get(), kMulticastQpn, kQkey);
+            wb::post_datagram(qp[0].get(), mr.get(), static_cast<uint32_t>(n), ah.get(), wb::kMulticastQpn, kQkey,
+                              kSendId);
             const ibv_wc wc = wb::poll_one(cqs[0].get(), opt.timeout_s, "the SEND of a datagram", conn);
             std::printf("sender: \"%s\" sent once, completion %s\n", buf.get(), wb::wc_status_name(wc.status));
         }
@@ -348,13 +279,14 @@ int main(int argc, char** argv) {
         std::string got;
         int n = 0;
         while (n < count) {
-            const std::optional<ibv_wc> wc = poll_for(cqs[i].get(), kStragglerWait, "a multicast datagram (RECV)");
+            const std::optional<ibv_wc> wc =
+                wb::poll_datagram(cqs[i].get(), kStragglerWait, "a multicast datagram (RECV)");
             if (!wc) break;
             const char* slot_start = buf.get() + (static_cast<size_t>(i) * count + wc->wr_id) * slot;
-            const uint32_t len = message_length(*wc);
-            const std::string text = wb::printable(slot_start + kGrhBytes, len);
+            const uint32_t len = wb::ud_message_length(*wc);
+            const std::string text = wb::printable(slot_start + wb::kGrhBytes, len);
             std::printf("receiver %d: \"%s\" from QP 0x%x at %s\n", i + 1, text.c_str(), wc->src_qp,
-                        grh_source_ipv4(slot_start).c_str());
+                        wb::grh_source_ipv4(slot_start).c_str());
             int k = 0, of = 0;
             if (std::sscanf(text.c_str(), "datagram %d of %d", &k, &of) == 2) sender_count = of;
             got += (n ? ", \"" : "\"") + text + "\"";
@@ -380,30 +312,6 @@ int main(int argc, char** argv) {
 }
 
 namespace {
-
-// Poll `cq` for at most `wait`: the completion, or nothing. A datagram that was
-// lost leaves no trace, so "nothing" is a normal outcome, not an error as in poll_one.
-std::optional<ibv_wc> poll_for(ibv_cq* cq, std::chrono::milliseconds wait, const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + wait;
-    ibv_wc wc{};
-    for (;;) {
-        int n = CHECK_POLL(ibv_poll_cq(cq, 1, &wc));
-        if (n == 1) {
-            wb::check_wc(wc, what);
-            return wc;
-        }
-        if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-        std::this_thread::yield();
-    }
-}
-
-// The source IPv4 address in a receive buffer's GRH area (RoCE v2 over IPv4).
-std::string grh_source_ipv4(const char* buf) {
-    char text[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, buf + kIpv4HeaderOffset + 12, text, sizeof text);  // iphdr.saddr is at offset 12
-    return text;
-}
-
 
 // "01:00:5e:01:02:03": the Ethernet address IPv4 multicast maps a group to
 // (RFC 1112: 01:00:5e, then the group's low 23 bits).
