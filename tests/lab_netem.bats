@@ -41,7 +41,9 @@ connect_b='timeout 5 bash -c "exec 3<>/dev/tcp/$LAB_PEER_ADDR/22" 2>/tmp/err && 
 
 @test "--netem-a 'loss 100%' cuts a's egress: a's qdisc shows it, b's connect gets no answer, b's own egress is untouched" {
   # shellcheck disable=SC2016 # expanded in the guests
-  run scripts/lab.sh pair --timeout 300 --netem-a 'loss 100%' \
+  # --ready: b starts once a's qdisc is in place (b waits for a's command
+  # to start, and the netem spec is the first thing that command does).
+  run scripts/lab.sh pair --timeout 300 --netem-a 'loss 100%' --ready 'qdisc netem' \
     --a 'tc qdisc show dev eth0; sleep 8' \
     --b "$connect_b; tc qdisc show dev eth0"
   assert_success

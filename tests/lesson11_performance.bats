@@ -89,9 +89,11 @@ ordered() {
 }
 
 @test "a stream longer than --timeout ends cleanly on both sides: the client says MORE while it measures" {
-  start_server ./lesson11 -p "$PORT" --timeout 2 --test bw --op write -n 4000
+  # --timeout 4: longer than a loaded lab takes to start the client (the
+  # server waits that long for it), far shorter than the stream.
+  start_server ./lesson11 -p "$PORT" --timeout 4 --test bw --op write -n 4000
   wait_for_server_line "waiting for a client"
-  run rx ./lesson11 -p "$PORT" --timeout 2 --test bw --op write -n 4000 127.0.0.1
+  run rx ./lesson11 -p "$PORT" --timeout 4 --test bw --op write -n 4000 127.0.0.1
   assert_success
   assert_line --regexp '^result: write bw 65536 B: [0-9.]+ MiB/s \(n=4000\)$'
   wait_server 60
