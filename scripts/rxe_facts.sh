@@ -46,12 +46,13 @@ done'
 # Lesson 11's send latency, 1000 round trips: busy polling with a vCPU per
 # side, then on completion events with both sides on vCPU 0 (as make bench).
 # shellcheck disable=SC2016 # expanded by the guest's bash
-lesson11_numbers='for mode in busy events; do
-  opts=(-n 1000); cpus=(0 1)
+lesson11_numbers='port=18620
+for mode in busy events; do
+  port=$((port + 1)); opts=(-n 1000 -p $port --timeout 30); cpus=(0 1)
   [[ $mode == events ]] && opts+=(--events) && cpus=(0 0)
-  taskset -c ${cpus[0]} ./lesson11 "${opts[@]}" --timeout 20 >/tmp/server.out 2>&1 &
+  taskset -c ${cpus[0]} ./lesson11 "${opts[@]}" >/tmp/server.out 2>&1 &
   for i in $(seq 50); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
-  echo "$mode: $(taskset -c ${cpus[1]} ./lesson11 "${opts[@]}" --timeout 20 127.0.0.1 | grep "^result:")"
+  echo "$mode: $(taskset -c ${cpus[1]} ./lesson11 "${opts[@]}" 127.0.0.1 2>&1 | grep -E "^(result|lesson11):" | paste -sd" ")"
   wait
 done'
 
@@ -79,6 +80,7 @@ for kernel in "${kernels[@]}"; do
     echo "== lesson10"
     scripts/lab.sh exec --timeout 300 -- bash -c "$lesson10_events" || true
     echo "== lesson11"
+    echo "host load (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
     scripts/lab.sh exec --timeout 300 -- bash -c "$lesson11_numbers" || true
   } >"$out/$kernel.txt.tmp" 2>&1
   mv "$out/$kernel.txt.tmp" "$out/$kernel.txt"

@@ -419,12 +419,11 @@ int probe_window(Env& e, int, char**) {
     return 0;
 }
 
-// srq-limit: an SRQ of 4 receives armed at limit 2; SENDs one at a time. In
-// each wait the CQ is polled before the async fd, so an event seen first
-// was there first.
-int probe_srq_limit(Env& e, int, char**) {
-    const int fl = fcntl(e.ctx->async_fd, F_GETFL);
-    if (fl < 0 || fcntl(e.ctx->async_fd, F_SETFL, fl | O_NONBLOCK) != 0) wb::fail("fcntl(async_fd) failed");
+// srq-limit: an SRQ of 4 receives armed at limit 2; SENDs one at a time,
+// twice: once polling the CQ before the async fd in each turn of the wait,
+// once the async fd first. What is seen first in both rounds was there
+// first; what each round sees in its own order came within one turn.
+void srq_limit_round(Env& e, bool event_first) {
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(e.ctx.get()))};
     wb::CompletionQueue scq{CHECK_PTR(ibv_create_cq(e.ctx.get(), 16, nullptr, nullptr, 0))};
     wb::CompletionQueue rcq{CHECK_PTR(ibv_create_cq(e.ctx.get(), 16, nullptr, nullptr, 0))};
@@ -445,7 +444,7 @@ int probe_srq_limit(Env& e, int, char**) {
     }
     ibv_srq_attr limit = {.srq_limit = 2};
     CHECK_RC(ibv_modify_srq(srq.get(), &limit, IBV_SRQ_LIMIT));
-    std::printf("srq-limit: an SRQ with 4 receives, limit 2; five SENDs one at a time (rnr_retry 0)\n");
+    std::printf(" %s first in each turn:\n", event_first ? "the async fd" : "the CQ");
     ibv_sge ssge = {.addr = reinterpret_cast<uintptr_t>(buf) + 512, .length = 16, .lkey = mr->lkey};
     for (int k = 1; k <= 5; ++k) {
         ibv_send_wr wr = {.wr_id = static_cast<uint64_t>(k), .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND,
@@ -453,27 +452,38 @@ int probe_srq_limit(Env& e, int, char**) {
         ibv_send_wr* bad = nullptr;
         CHECK_RC(ibv_post_send(req.get(), &wr, &bad));
         std::string seen;
+        auto add = [&](const std::string& what) { seen += (seen.empty() ? "" : ", then ") + what; };
+        auto check_event = [&] {
+            ibv_async_event ev{};
+            if (ibv_get_async_event(e.ctx.get(), &ev) == 0) {
+                add(ibv_event_type_str(ev.event_type));
+                ibv_ack_async_event(&ev);
+            }
+        };
         const auto t0 = Clock::now();
         while (since(t0) < 0.3) {
+            if (event_first) check_event();
             ibv_wc wc{};
             const int n = ibv_poll_cq(rcq.get(), 1, &wc);
             if (n < 0) wb::fail("ibv_poll_cq failed");
-            if (n == 1) seen += std::string(seen.empty() ? "" : ", then ") + "receive completion " + wc_text(wc);
-            ibv_async_event ev{};
-            if (ibv_get_async_event(e.ctx.get(), &ev) == 0) {
-                seen += std::string(seen.empty() ? "" : ", then ") + ibv_event_type_str(ev.event_type);
-                ibv_ack_async_event(&ev);
-            }
+            if (n == 1) add("receive completion " + wc_text(wc));
+            if (!event_first) check_event();
             while (ibv_poll_cq(scq.get(), 1, &wc) == 1)
-                if (wc.status != IBV_WC_SUCCESS)
-                    seen += std::string(seen.empty() ? "" : ", then ") + "the SEND's own completion " + wc_text(wc);
+                if (wc.status != IBV_WC_SUCCESS) add("the SEND's own completion " + wc_text(wc));
         }
         ibv_srq_attr now{};
         CHECK_RC(ibv_query_srq(srq.get(), &now));
-        std::printf("  SEND %d (%d receive(s) left before it): %s; srq_limit now %u\n", k, std::max(0, 4 - (k - 1)),
+        std::printf("  SEND %d (%d receive(s) left before it): %s; srq_limit now %u\n", k, std::max(0, 5 - k),
                     seen.empty() ? "nothing in 0.3 s" : seen.c_str(), now.srq_limit);
-        if (k == 5) break;
     }
+}
+
+int probe_srq_limit(Env& e, int, char**) {
+    const int fl = fcntl(e.ctx->async_fd, F_GETFL);
+    if (fl < 0 || fcntl(e.ctx->async_fd, F_SETFL, fl | O_NONBLOCK) != 0) wb::fail("fcntl(async_fd) failed");
+    std::printf("srq-limit: an SRQ with 4 receives, limit 2; five SENDs one at a time (rnr_retry 0), in two rounds\n");
+    srq_limit_round(e, false);
+    srq_limit_round(e, true);
     return 0;
 }
 
