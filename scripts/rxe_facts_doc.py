@@ -172,6 +172,8 @@ def summary(seen, kernels, features, results, limits):
          lambda k: grab(k, 'lesson11', r'^busy: result: send lat 2 B: typical (\S+ us)')),
         ('lesson 11: send lat 2 B typical, `--events`',
          lambda k: grab(k, 'lesson11', r'^events: result: send lat 2 B: typical (\S+ us)')),
+        ('host load (1 min) when lesson 11 ran (2 cores; TCG)',
+         lambda k: grab(k, 'lesson11', r'^host load \(1, 5, 15 min\): (\S+)')),
     ]
     out = ['| fact | ' + ' | '.join(kernels) + ' |', '|---|' + '---|' * len(kernels)]
     for name, value in rows:
