@@ -84,6 +84,9 @@ def main(folder):
     p('  the SEND kept waiting; at the load of this run the timer fired 6 times and')
     p('  the SEND failed after 4 to 7 s. Do not count on either: post receives first')
     p('  ([lesson 4](lesson4-send-recv.md#rnr-why-receives-come-first)).')
+    p('- **lesson 10\'s async events**: 7.3 raises `IBV_EVENT_QP_ACCESS_ERR` (3) at the')
+    p('  responder after a remote access error (`rem-access`, `flush`); 6.1 and 6.12')
+    p('  raise none in any scenario. Lesson 10\'s test names each kernel\'s line.')
     p('- **atomic write, flush** arrived in rxe in 6.2, **ODP** in 6.15: lesson 15\'s')
     p('  probe and its test name each kernel\'s count.')
     p('- **lesson 11\'s numbers** were measured on a shared, loaded machine under TCG:')
@@ -139,6 +142,22 @@ def main(folder):
             p()
 
 
+def events(lines):
+    """'none', or 'SCENARIO SIDE: EVENT' for each async event lesson 10's scenarios printed."""
+    if not lines:
+        return '?'
+    got = []
+    for line in lines:
+        m = re.match(r'^(\S+): (.*)$', line)
+        if not m or m.group(2).startswith('result:'):
+            continue
+        for part in m.group(2).split('; '):
+            e = re.match(r'^(client|server): async event (.*) \((\d+)\)$', part)
+            if e:
+                got.append(f'{m.group(1)} {e.group(1)}: {e.group(2)} ({e.group(3)})')
+    return '; '.join(got) if got else 'none'
+
+
 def wc(text):
     """'success (0)' as 'succeeds (not refused)'; any other status as printed."""
     return 'succeeds (not refused)' if text == 'success (0)' else text
@@ -184,6 +203,7 @@ def summary(seen, kernels, features, results, limits):
          lambda k: grab(k, 'mcast-attach', r'the attached QP received (\d+)')),
         ('lesson 10 mtu (4000 B on a 4096 path MTU, one host)',
          lambda k: grab(k, 'lesson10', r'^mtu: result: (?:error: )?mtu: (?:expected .*, got )?(.*?)(?:, as expected.*)?$')),
+        ('lesson 10: async events, by scenario and side', lambda k: events(seen[k].get('lesson10', []))),
         ('atomic write', lambda k: features.get(('atomic write', k), '?')),
         ('flush', lambda k: features.get(('flush', k), '?')),
         ('on-demand paging (ODP)', lambda k: features.get(('on-demand paging (ODP)', k), '?')),
