@@ -3,6 +3,7 @@
 #   make            build every lesson as ./lessonN
 #   make tour       install what is missing, build, run the lessons in order on Soft-RoCE
 #   make check      install what is missing, build, run every test; ends with "N passed, N failed, N skipped"
+#   make check-kernels      the lesson suites and the tour on trixie and trixie-backports (KERNELS=trixie: one)
 #   make grade      build and grade every exercise (EX=4.2 one; SOLUTIONS=1 the reference solutions)
 #   make ex4.2      build one exercise, your lessons/*/exercises/4.2/ex4_2.cpp (made from its starter once)
 #   make exercise-reset EX=4.2   start one over; exercise-save / exercise-refresh: docs/contributing.md
@@ -78,7 +79,7 @@ UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.cpp)
 HELPER_BINS := $(patsubst tests/helpers/%.cpp,build/tests/helpers/%,$(HELPER_SRCS))
 
-.PHONY: all check tour deps site site-deps doctor capture captures wireshark-profile clean units exercises grade bench lab-selftest
+.PHONY: all check check-kernels tour deps site site-deps doctor capture captures wireshark-profile clean units exercises grade bench lab-selftest
 .PHONY: exercise-files exercise exercise-reset exercise-save exercise-refresh
 all: $(LESSONS) exercise-files
 
@@ -187,6 +188,13 @@ check: deps
 	@$(MAKE) --no-print-directory all units
 	@$(MAKE) --no-print-directory -k -s exercises >/dev/null 2>&1 || true
 	@tests/run.sh
+
+# The lesson suites and the tour on the lab's other kernels (docs/lab.md),
+# each kernel's run in labs of its own; KERNELS names them (through the
+# environment, as EX does for grade).
+check-kernels: deps
+	@$(MAKE) --no-print-directory all units
+	@scripts/check_kernels.sh
 
 tour: deps
 	@$(MAKE) --no-print-directory all

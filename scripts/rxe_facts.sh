@@ -9,9 +9,15 @@
 #   ./lesson15_probe                           the capability matrix
 #   build/tests/rxe_facts retry7               a SEND with retry_cnt 7 to nobody
 #   build/tests/rxe_facts rnr --retry-cnt 6    an RNR wait (rnr_retry 7, retry_cnt 6)
+#   build/tests/rxe_facts window               READ and WRITE across a window's end; SEND_WITH_INV's flags
+#   build/tests/rxe_facts srq-limit            the SRQ limit event against its completion
+#   build/tests/rxe_facts mcast-attach         a group joined with ibv_attach_mcast alone
+#   ./lesson10 (server and client)             each scenario's async events, both sides
+#   ./lesson11 (server and client, taskset)    send latency, busy polling and --events
 # keeps each kernel's raw output in build/rxe-facts/KERNEL.txt and writes
 # docs/rxe.md from all of them (a kernel not measured this time keeps the
-# raw output it had). Takes about 2 minutes per kernel under TCG.
+# raw output it had). The lab has two vCPUs (lesson 11's numbers need
+# them). Takes about 4 minutes per kernel under TCG.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +28,33 @@ mkdir -p "$out" build/tests
 make -s lesson15_probe build/libworkbook.a
 g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-missing-field-initializers -Icommon \
   tests/helpers/rxe_facts.cpp build/libworkbook.a -libverbs -lrdmacm -o build/tests/rxe_facts
+
+# In the guest: every scenario of lesson 10, server and client on one host,
+# the lines where each side reports its async events (or none), and the
+# client's result line.
+# shellcheck disable=SC2016 # expanded by the guest's bash
+lesson10_events='port=18600
+for s in $(./lesson10 --list | cut -d" " -f1); do
+  port=$((port + 1))
+  ./lesson10 -p $port --timeout 20 >/tmp/server.out 2>&1 &
+  for i in $(seq 50); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
+  ./lesson10 -p $port --timeout 20 127.0.0.1 "$s" >/tmp/client.out 2>&1
+  wait
+  echo "$s: $(grep -hE "^(client|server): (no )?async event" /tmp/client.out /tmp/server.out | paste -sd";" | sed "s/;/; /g")"
+  echo "$s: $(grep "^result:" /tmp/client.out | tail -n 1)"
+done'
+# Lesson 11's send latency, 1000 round trips: busy polling with a vCPU per
+# side, then on completion events with both sides on vCPU 0 (as make bench).
+# shellcheck disable=SC2016 # expanded by the guest's bash
+lesson11_numbers='port=18620
+for mode in busy events; do
+  port=$((port + 1)); opts=(-n 1000 -p $port --timeout 30); cpus=(0 1)
+  [[ $mode == events ]] && opts+=(--events) && cpus=(0 0)
+  taskset -c ${cpus[0]} ./lesson11 "${opts[@]}" >/tmp/server.out 2>&1 &
+  for i in $(seq 50); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
+  echo "$mode: $(taskset -c ${cpus[1]} ./lesson11 "${opts[@]}" 127.0.0.1 2>&1 | grep -E "^(result|lesson11):" | paste -sd" ")"
+  wait
+done'
 
 lab_dir=$(mktemp -d /tmp/rxe-facts.XXXXXX)
 trap 'LAB_UP_DIR=$lab_dir/lab scripts/lab.sh down >/dev/null 2>&1 || true; rm -rf "$lab_dir" "$lab_dir/lab.lock"' EXIT
@@ -38,6 +71,17 @@ for kernel in "${kernels[@]}"; do
     scripts/lab.sh exec -- build/tests/rxe_facts retry7 --wait 15 || true
     echo "== rnr"
     scripts/lab.sh exec -- build/tests/rxe_facts rnr --retry-cnt 6 --rnr-retry 7 --wait 8 || true
+    echo "== window"
+    scripts/lab.sh exec -- build/tests/rxe_facts window || true
+    echo "== srq-limit"
+    scripts/lab.sh exec -- build/tests/rxe_facts srq-limit || true
+    echo "== mcast-attach"
+    scripts/lab.sh exec -- build/tests/rxe_facts mcast-attach || true
+    echo "== lesson10"
+    scripts/lab.sh exec --timeout 300 -- bash -c "$lesson10_events" || true
+    echo "== lesson11"
+    echo "host load (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
+    scripts/lab.sh exec --timeout 300 -- bash -c "$lesson11_numbers" || true
   } >"$out/$kernel.txt.tmp" 2>&1
   mv "$out/$kernel.txt.tmp" "$out/$kernel.txt"
   scripts/lab.sh down

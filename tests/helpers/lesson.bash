@@ -73,6 +73,27 @@ rx_where() {
   RX=("$REPO_ROOT/scripts/lab.sh" exec --timeout "${BATS_TEST_TIMEOUT:-120}" --)
 }
 
+# guest_kernel: the kernel release where the lessons run (`uname -r` there:
+# the lab's guest, or this host), asked once per file and kept in
+# $BATS_FILE_TMPDIR. Where rxe behaves differently by kernel (docs/rxe.md),
+# a test names each kernel's answer: `if kernel_at_least 6.2; then ...`.
+guest_kernel() {
+  local cache=$BATS_FILE_TMPDIR/guest-kernel
+  if [[ ! -s $cache ]]; then
+    rx uname -r >"$cache.tmp" || fail "uname -r failed where the lessons run"
+    mv "$cache.tmp" "$cache"
+  fi
+  cat "$cache"
+}
+
+# kernel_at_least MAJOR.MINOR: the kernel where the lessons run is that
+# version or later (6.1.0-57-amd64 is 6.1; 6.12.118+deb13-amd64 is 6.12).
+kernel_at_least() {
+  local have
+  have=$(guest_kernel | grep -oE '^[0-9]+\.[0-9]+') || fail "no version in '$(guest_kernel)'"
+  [[ $(printf '%s\n' "$1" "$have" | sort -V | head -n 1) == "$1" ]]
+}
+
 lesson_setup() {
   cd "$REPO_ROOT" || return 1
   rx_where || fail "$RX_WHY"

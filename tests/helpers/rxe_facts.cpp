@@ -8,6 +8,10 @@
 //   build/tests/rxe_facts rnr [--clients C] [--srq] [--recvs R] [--burst B]
 //                             [--retry-cnt N] [--rnr-retry N] [--wait S]
 //   build/tests/rxe_facts retry7 [--targets 1|3] [--wait S]
+//   build/tests/rxe_facts window      READ and WRITE across a type 2 window's end and before
+//                                     its start; SEND_WITH_INV's wc_flags at the receiver
+//   build/tests/rxe_facts srq-limit   the SRQ limit event against the completion it describes
+//   build/tests/rxe_facts mcast-attach  a UD datagram to a group joined by ibv_attach_mcast alone
 //
 // Build (not part of `make`; it serves the docs, not a lesson):
 //   make -s build/libworkbook.a
@@ -15,7 +19,9 @@
 //       tests/helpers/rxe_facts.cpp build/libworkbook.a -libverbs -lrdmacm -o build/tests/rxe_facts
 // Run in the lab: scripts/lab.sh run -- build/tests/rxe_facts rnr --srq --burst 10
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 
 #include <cerrno>
 #include <chrono>
@@ -23,7 +29,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -322,10 +330,225 @@ int probe_retry7(Env& e, int argc, char** argv) {
     return 0;
 }
 
+
+// One completion from cq within `secs`, or none.
+std::optional<ibv_wc> poll_one(ibv_cq* cq, double secs) {
+    const auto t0 = Clock::now();
+    ibv_wc wc{};
+    do {
+        const int n = ibv_poll_cq(cq, 1, &wc);
+        if (n < 0) wb::fail("ibv_poll_cq failed");
+        if (n == 1) return wc;
+    } while (since(t0) < secs);
+    return std::nullopt;
+}
+
+std::string wc_text(const std::optional<ibv_wc>& wc) {
+    if (!wc) return "no completion in 2 s";
+    return std::string(ibv_wc_status_str(wc->status)) + " (" + std::to_string(wc->status) + ")";
+}
+
+// window: a pool of three 64-byte slots in one MR; a type 2 window on the
+// middle one, bound through the responder's QP (a fresh pair for each
+// operation, since an error moves both QPs to ERR).
+int probe_window(Env& e, int, char**) {
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(e.ctx.get()))};
+    static char pool[192], local[64];
+    wb::MemoryRegion pmr{CHECK_PTR(ibv_reg_mr(pd.get(), pool, sizeof pool,
+                                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND))};
+    wb::MemoryRegion lmr{CHECK_PTR(ibv_reg_mr(pd.get(), local, sizeof local, IBV_ACCESS_LOCAL_WRITE))};
+    const uintptr_t start = reinterpret_cast<uintptr_t>(pool) + 64;
+    std::printf("window: a type 2 window on bytes 64..127 of a 192-byte MR (the MR itself grants no remote access)\n");
+    struct Op {
+        const char* what;
+        ibv_wr_opcode opcode;
+        uintptr_t addr;
+    } ops[] = {{"READ of 16 bytes across the window's end (8 inside, 8 past)", IBV_WR_RDMA_READ, start + 56},
+               {"WRITE of 16 bytes across the window's end (8 inside, 8 past)", IBV_WR_RDMA_WRITE, start + 56},
+               {"READ of 16 bytes before the window's start (8 before, 8 inside)", IBV_WR_RDMA_READ, start - 8},
+               {"READ of 16 bytes inside the window", IBV_WR_RDMA_READ, start + 8},
+               {"SEND_WITH_INV of the window's rkey", IBV_WR_SEND_WITH_INV, 0}};
+    for (const Op& op : ops) {
+        wb::CompletionQueue rcq{CHECK_PTR(ibv_create_cq(e.ctx.get(), 8, nullptr, nullptr, 0))};
+        wb::CompletionQueue scq{CHECK_PTR(ibv_create_cq(e.ctx.get(), 8, nullptr, nullptr, 0))};
+        wb::QueuePair req{make_qp(pd.get(), rcq.get(), nullptr)};
+        wb::QueuePair resp{make_qp(pd.get(), scq.get(), nullptr)};
+        to_init(req.get(), e, 0);
+        to_init(resp.get(), e, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+        connect_pair(req.get(), resp.get(), e, 6, 7);
+        ibv_mw* mw = CHECK_PTR(ibv_alloc_mw(pd.get(), IBV_MW_TYPE_2));
+        const uint32_t rkey = ibv_inc_rkey(mw->rkey);
+        ibv_send_wr bind = {.wr_id = 100, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED};
+        bind.bind_mw = {.mw = mw, .rkey = rkey,
+                        .bind_info = {.mr = pmr.get(), .addr = start, .length = 64,
+                                      .mw_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE}};
+        ibv_send_wr* bad = nullptr;
+        CHECK_RC(ibv_post_send(resp.get(), &bind, &bad));
+        const std::optional<ibv_wc> b = poll_one(scq.get(), 2);
+        if (!b || b->status != IBV_WC_SUCCESS) wb::fail("binding the window: " + wc_text(b));
+        ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(local), .length = 16, .lkey = lmr->lkey};
+        if (op.opcode == IBV_WR_SEND_WITH_INV) {
+            ibv_recv_wr rwr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1};
+            ibv_recv_wr* rbad = nullptr;
+            CHECK_RC(ibv_post_recv(resp.get(), &rwr, &rbad));
+        }
+        ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = op.opcode,
+                          .send_flags = IBV_SEND_SIGNALED};
+        if (op.opcode == IBV_WR_SEND_WITH_INV)
+            wr.invalidate_rkey = rkey;
+        else
+            wr.wr.rdma = {.remote_addr = op.addr, .rkey = rkey};
+        CHECK_RC(ibv_post_send(req.get(), &wr, &bad));
+        const std::optional<ibv_wc> wc = poll_one(rcq.get(), 2);
+        std::printf("  %s: %s\n", op.what, wc_text(wc).c_str());
+        if (op.opcode == IBV_WR_SEND_WITH_INV) {
+            const std::optional<ibv_wc> r = poll_one(scq.get(), 2);
+            if (r)
+                std::printf("  the receiver's completion: %s, wc_flags 0x%x, IBV_WC_WITH_INV (0x%x) %s, "
+                            "invalidated_rkey %s\n",
+                            wc_text(r).c_str(), r->wc_flags, IBV_WC_WITH_INV,
+                            (r->wc_flags & IBV_WC_WITH_INV) ? "set" : "not set",
+                            r->invalidated_rkey == rkey ? "the window's" : "another");
+            else
+                std::printf("  the receiver's completion: none in 2 s\n");
+        }
+        req.reset();
+        resp.reset();
+        CHECK_RC(ibv_dealloc_mw(mw));
+    }
+    return 0;
+}
+
+// srq-limit: an SRQ of 4 receives armed at limit 2; SENDs one at a time,
+// twice: once polling the CQ before the async fd in each turn of the wait,
+// once the async fd first. What is seen first in both rounds was there
+// first; what each round sees in its own order came within one turn.
+void srq_limit_round(Env& e, bool event_first) {
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(e.ctx.get()))};
+    wb::CompletionQueue scq{CHECK_PTR(ibv_create_cq(e.ctx.get(), 16, nullptr, nullptr, 0))};
+    wb::CompletionQueue rcq{CHECK_PTR(ibv_create_cq(e.ctx.get(), 16, nullptr, nullptr, 0))};
+    static char buf[1024];
+    wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE))};
+    ibv_srq_init_attr sa = {.attr = {.max_wr = 8, .max_sge = 1}};
+    wb::SharedReceiveQueue srq{CHECK_PTR(ibv_create_srq(pd.get(), &sa))};
+    wb::QueuePair req{make_qp(pd.get(), scq.get(), nullptr)};
+    wb::QueuePair resp{make_qp(pd.get(), rcq.get(), srq.get())};
+    to_init(req.get(), e, 0);
+    to_init(resp.get(), e, 0);
+    connect_pair(req.get(), resp.get(), e, 6, 0);  // rnr_retry 0: a SEND to an empty SRQ fails at once
+    ibv_sge rsge = {.addr = reinterpret_cast<uintptr_t>(buf), .length = 64, .lkey = mr->lkey};
+    for (int k = 0; k < 4; ++k) {
+        ibv_recv_wr rwr = {.wr_id = static_cast<uint64_t>(k + 1), .sg_list = &rsge, .num_sge = 1};
+        ibv_recv_wr* rbad = nullptr;
+        CHECK_RC(ibv_post_srq_recv(srq.get(), &rwr, &rbad));
+    }
+    ibv_srq_attr limit = {.srq_limit = 2};
+    CHECK_RC(ibv_modify_srq(srq.get(), &limit, IBV_SRQ_LIMIT));
+    std::printf(" %s first in each turn:\n", event_first ? "the async fd" : "the CQ");
+    ibv_sge ssge = {.addr = reinterpret_cast<uintptr_t>(buf) + 512, .length = 16, .lkey = mr->lkey};
+    for (int k = 1; k <= 5; ++k) {
+        ibv_send_wr wr = {.wr_id = static_cast<uint64_t>(k), .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                          .send_flags = IBV_SEND_SIGNALED};
+        ibv_send_wr* bad = nullptr;
+        CHECK_RC(ibv_post_send(req.get(), &wr, &bad));
+        std::string seen;
+        auto add = [&](const std::string& what) { seen += (seen.empty() ? "" : ", then ") + what; };
+        auto check_event = [&] {
+            ibv_async_event ev{};
+            if (ibv_get_async_event(e.ctx.get(), &ev) == 0) {
+                add(ibv_event_type_str(ev.event_type));
+                ibv_ack_async_event(&ev);
+            }
+        };
+        const auto t0 = Clock::now();
+        while (since(t0) < 0.3) {
+            if (event_first) check_event();
+            ibv_wc wc{};
+            const int n = ibv_poll_cq(rcq.get(), 1, &wc);
+            if (n < 0) wb::fail("ibv_poll_cq failed");
+            if (n == 1) add("receive completion " + wc_text(wc));
+            if (!event_first) check_event();
+            while (ibv_poll_cq(scq.get(), 1, &wc) == 1)
+                if (wc.status != IBV_WC_SUCCESS) add("the SEND's own completion " + wc_text(wc));
+        }
+        ibv_srq_attr now{};
+        CHECK_RC(ibv_query_srq(srq.get(), &now));
+        std::printf("  SEND %d (%d receive(s) left before it): %s; srq_limit now %u\n", k, std::max(0, 5 - k),
+                    seen.empty() ? "nothing in 0.3 s" : seen.c_str(), now.srq_limit);
+    }
+}
+
+int probe_srq_limit(Env& e, int, char**) {
+    const int fl = fcntl(e.ctx->async_fd, F_GETFL);
+    if (fl < 0 || fcntl(e.ctx->async_fd, F_SETFL, fl | O_NONBLOCK) != 0) wb::fail("fcntl(async_fd) failed");
+    std::printf("srq-limit: an SRQ with 4 receives, limit 2; five SENDs one at a time (rnr_retry 0), in two rounds\n");
+    srq_limit_round(e, false);
+    srq_limit_round(e, true);
+    return 0;
+}
+
+// mcast-attach: a UD receiver attached to ::ffff:239.1.2.9 with
+// ibv_attach_mcast and nothing else (no rdma_join_multicast, so no IGMP join
+// and no multicast MAC on the netdev); a second UD QP sends it two datagrams.
+int probe_mcast_attach(Env& e, int, char**) {
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(e.ctx.get()))};
+    wb::CompletionQueue scq{CHECK_PTR(ibv_create_cq(e.ctx.get(), 8, nullptr, nullptr, 0))};
+    wb::CompletionQueue rcq{CHECK_PTR(ibv_create_cq(e.ctx.get(), 8, nullptr, nullptr, 0))};
+    static char buf[4096];
+    wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE))};
+    constexpr uint32_t kQkey = 0x11111111;
+    auto ud = [&](ibv_cq* cq) {
+        ibv_qp_init_attr init = {.send_cq = cq, .recv_cq = cq,
+                                 .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+                                 .qp_type = IBV_QPT_UD};
+        ibv_qp* qp = CHECK_PTR(ibv_create_qp(pd.get(), &init));
+        ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .qkey = kQkey, .pkey_index = 0,
+                         .port_num = static_cast<uint8_t>(e.addr.port)};
+        CHECK_RC(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
+        a = {.qp_state = IBV_QPS_RTR};
+        CHECK_RC(ibv_modify_qp(qp, &a, IBV_QP_STATE));
+        a = {.qp_state = IBV_QPS_RTS, .sq_psn = 0};
+        CHECK_RC(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+        return qp;
+    };
+    wb::QueuePair rx{ud(rcq.get())};
+    wb::QueuePair tx{ud(scq.get())};
+    ibv_gid group{};
+    if (inet_pton(AF_INET6, "::ffff:239.1.2.9", group.raw) != 1) wb::fail("inet_pton failed");
+    const int rc = ibv_attach_mcast(rx.get(), &group, 0);
+    std::printf("mcast-attach: ibv_attach_mcast(::ffff:239.1.2.9): %s\n", err(rc).c_str());
+    if (rc != 0) return 0;
+    for (int k = 0; k < 2; ++k) {
+        ibv_sge rsge = {.addr = reinterpret_cast<uintptr_t>(buf) + 1024 * k, .length = 1024, .lkey = mr->lkey};
+        ibv_recv_wr rwr = {.wr_id = static_cast<uint64_t>(k), .sg_list = &rsge, .num_sge = 1};
+        ibv_recv_wr* rbad = nullptr;
+        CHECK_RC(ibv_post_recv(rx.get(), &rwr, &rbad));
+    }
+    ibv_ah_attr aa = {.grh = {.dgid = group, .sgid_index = static_cast<uint8_t>(e.addr.gid_index), .hop_limit = 1},
+                      .is_global = 1, .port_num = static_cast<uint8_t>(e.addr.port)};
+    wb::AddressHandle ah{CHECK_PTR(ibv_create_ah(pd.get(), &aa))};
+    int sent = 0;
+    for (int k = 0; k < 2; ++k) {
+        ibv_sge ssge = {.addr = reinterpret_cast<uintptr_t>(buf) + 3072, .length = 32, .lkey = mr->lkey};
+        ibv_send_wr wr = {.wr_id = 10, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                          .send_flags = IBV_SEND_SIGNALED};
+        wr.wr.ud = {.ah = ah.get(), .remote_qpn = 0xffffff, .remote_qkey = kQkey};
+        ibv_send_wr* bad = nullptr;
+        CHECK_RC(ibv_post_send(tx.get(), &wr, &bad));
+        const std::optional<ibv_wc> wc = poll_one(scq.get(), 2);
+        if (wc && wc->status == IBV_WC_SUCCESS) ++sent;
+    }
+    int got = 0;
+    while (poll_one(rcq.get(), 1)) ++got;
+    std::printf("  2 datagrams sent to the group (%d completed IBV_WC_SUCCESS); the attached QP received %d\n", sent,
+                got);
+    CHECK_RC(ibv_detach_mcast(rx.get(), &group, 0));
+    return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2) wb::usage_error("usage: rxe_facts gid|access|rnr|retry7 [options] (see the file's header)");
+    if (argc < 2) wb::usage_error("usage: rxe_facts gid|access|rnr|retry7|window|srq-limit|mcast-attach [options] (see the file's header)");
     Env e{wb::open_device(""), {}, {}};
     e.dev = ibv_get_device_name(e.ctx->device);
     e.addr = wb::choose_address(e.ctx.get(), 1, -1);
@@ -334,5 +557,8 @@ int main(int argc, char** argv) {
     if (p == "access") return probe_access(e, argc, argv);
     if (p == "rnr") return probe_rnr(e, argc, argv);
     if (p == "retry7") return probe_retry7(e, argc, argv);
+    if (p == "window") return probe_window(e, argc, argv);
+    if (p == "srq-limit") return probe_srq_limit(e, argc, argv);
+    if (p == "mcast-attach") return probe_mcast_attach(e, argc, argv);
     wb::usage_error("unknown probe '" + p + "'");
 }
