@@ -60,16 +60,12 @@
 #include "exchange.hpp"
 #include "handles.hpp"
 #include "options.hpp"
+#include "sum_burst.hpp"
 #include "sum_protocol.hpp"
 
 namespace {
 
 constexpr uint16_t kLesson = 13;  // sent in the exchange: a lesson-13 client only talks to a lesson-13 server
-constexpr int kDefaultClients = 2;
-constexpr int kDefaultSrqSize = 8;
-constexpr int kDefaultLimit = 2;
-constexpr int kDefaultRequests = 10;
-constexpr int kMaxRequests = 1000;  // a client's burst: its send and receive queues hold N each
 
 // Each receive buffer is larger than a request, as in lesson 4, so that a
 // message of the wrong length still lands and byte_len can say so.
@@ -80,7 +76,7 @@ constexpr uint32_t kSendDepth = 16;
 // A real client has at most its burst of requests unanswered; a client with
 // more answers waiting than that takes none of them (no receives posted), and
 // is dropped before its queue eats the server's memory.
-constexpr size_t kMaxWaiting = kMaxRequests;
+constexpr size_t kMaxWaiting = wb::kBurstMaxRequests;
 // The server's wr_id of a SEND: this bit set, the client's index below it.
 // A receive's wr_id is the index of its buffer.
 constexpr uint64_t kSendTag = 1ull << 32;
@@ -242,54 +238,21 @@ void handle_async_events(ibv_context* ctx, Srq& pool, std::vector<uint32_t>& bro
 
 int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int clients, uint32_t srq_size,
           uint32_t limit);
-int ask(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int requests);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string clients_arg, srq_size_arg, limit_arg, requests_arg;
-    const wb::ExtraOption extra[] = {
-        {'c', "clients", "CLIENTS", "server: how many clients to serve at once (default: 2)", &clients_arg},
-        {'s', "srq-size", "N", "server: receives in the shared receive queue (default: 8)", &srq_size_arg},
-        {'l', "limit", "L", "server: refill when fewer than L receives are left (default: 2)", &limit_arg},
-        {'n', "requests", "N", "client: how many sum requests to send, in one burst (default: 10)", &requests_arg},
-    };
-    const wb::Usage usage = {
-        .synopsis = "[options] [-c CLIENTS] [--srq-size N] [--limit L]   server: one SRQ for every client\n"
-                    "  lesson13 [options] HOST [-n N]                          client: N sum requests k + 100k",
-        .summary = "one shared receive queue (SRQ) serves many RC clients; the SRQ limit as an async event",
-        .notes = "The SRQ needs at least one receive per client (--srq-size >= -c), and 1 <= L < N.",
-        .server_scope = "The server listens on every address of this host (IPv4 and IPv6, port -p) and serves\n"
-                        "CLIENTS clients. A client that breaks the protocol is dropped (its QP to ERR, its\n"
-                        "connection closed) and the others are served to the end; then it exits 1.",
-    };
-    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
-    const bool is_server = opt.args.empty();
-    if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (is_server && opt.given('n')) wb::usage_error("-n is a client option (./lesson13 HOST -n N)");
-    for (const char letter : {'c', 's', 'l'})
-        if (!is_server && opt.given(letter))
-            wb::usage_error("-c, --srq-size and --limit are server options (./lesson13 -c CLIENTS)");
-    const int clients = opt.given('c') ? static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100)) : kDefaultClients;
-    const auto srq_size = static_cast<uint32_t>(
-        opt.given('s') ? wb::parse_range(srq_size_arg, "--srq-size", 2, 65536) : kDefaultSrqSize);
-    const auto limit = static_cast<uint32_t>(
-        opt.given('l') ? wb::parse_range(limit_arg, "--limit", 1, srq_size - 1) : kDefaultLimit);
-    // Too many clients for the SRQ: with fewer receives than clients, some
-    // client always finds none when they all send at once.
-    if (is_server && srq_size < static_cast<uint32_t>(clients))
-        wb::usage_error("an SRQ of " + std::to_string(srq_size) + " receives is too small for " +
-                        std::to_string(clients) + " clients: give it at least one receive per client (--srq-size " +
-                        std::to_string(clients) + " or more)");
-    if (is_server && limit >= srq_size) wb::usage_error("--limit must be below --srq-size");
-    const int requests =
-        opt.given('n') ? static_cast<int>(wb::parse_range(requests_arg, "-n", 1, kMaxRequests)) : kDefaultRequests;
+    const wb::BurstArgs args = wb::parse_burst_args(argc, argv);  // checked: common/sum_burst.cpp
+    const wb::Options& opt = args.opt;
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
-    return is_server ? serve(opt, ctx.get(), addr, clients, srq_size, limit) : ask(opt, ctx.get(), addr, requests);
+    // The client is lesson 4's, its N requests in one post list (lesson 11),
+    // so that the SRQ runs low: common/sum_burst.cpp, steps 2 to 7.
+    return args.is_server ? serve(opt, ctx.get(), addr, args.clients, args.srq_size, args.limit)
+                          : wb::sum_burst_client(opt, ctx.get(), addr, kLesson, args.requests);
 }
 
 namespace {
@@ -497,19 +460,15 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
         for (int i = 0; i < clients; ++i) {
             Client& c = cs[i];
             if (fds[i + 1].revents == 0) continue;
-            // Take what has come, never more than DONE's 4 bytes, and never
-            // wait for the rest: a client that sends "DO" and stops must not
-            // stop the loop for everyone (its clock above drops it).
-            char got[4];
-            const ssize_t got_n = recv(c.conn.fd(), got, 4 - c.token.size(), MSG_DONTWAIT);
-            if (got_n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-            if (got_n <= 0) {
-                drop(c, i, got_n == 0 ? "closed its connection before DONE"
-                                      : "lost its connection before DONE: " + wb::errno_str(errno));
+            // Take what has come of DONE, and never wait for the rest: a
+            // client that sends "DO" and stops must not stop the loop for
+            // everyone (its clock above drops it).
+            const size_t had = c.token.size();
+            if (const std::string lost = wb::take_token_bytes(c.conn, c.token, "DONE"); !lost.empty()) {
+                drop(c, i, lost);
                 continue;
             }
-            c.token.append(got, static_cast<size_t>(got_n));
-            c.last_news = Clock::now();
+            if (c.token.size() > had) c.last_news = Clock::now();
             if (c.token.size() < 4) continue;
             if (c.token != "DONE") {
                 drop(c, i, "sent \"" + wb::printable(c.token.data(), c.token.size()) + "\" instead of DONE");
@@ -528,92 +487,6 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     std::printf("result: served %d requests from %d client%s with one SRQ of %u receives; limit reached %d time%s\n",
                 total, clients, clients == 1 ? "" : "s", srq_size, pool.limit_events,
                 pool.limit_events == 1 ? "" : "s");
-    return 0;
-}
-
-int ask(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int requests) {
-    const auto n = static_cast<uint32_t>(requests);
-    // 2. An ordinary RC client, as in lesson 4: its own receive queue, N
-    //    deep, because it posts a receive for every answer before it sends.
-    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx))};
-    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx, 2 * requests, nullptr, nullptr, 0))};  // N SENDs + N RECVs
-    ibv_qp_init_attr qp_attr = {
-        .send_cq = cq.get(),
-        .recv_cq = cq.get(),
-        .cap = {.max_send_wr = n, .max_recv_wr = n, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
-    wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
-    const uint32_t psn = wb::random_psn();
-
-    // 3. Memory: N requests (no flag: only read by our NIC), N answers
-    //    (LOCAL_WRITE: our NIC writes them).
-    wb::Buffer req_buf = wb::alloc_buffer(n * sizeof(wb::SumRequest));
-    wb::MemoryRegion req_mr{CHECK_PTR(ibv_reg_mr(pd.get(), req_buf.get(), n * sizeof(wb::SumRequest), 0),
-                                      "ulimit -l: is locked memory limited?")};
-    wb::Buffer ans_buf = wb::alloc_buffer(n * sizeof(wb::SumResponse));
-    wb::MemoryRegion ans_mr{CHECK_PTR(ibv_reg_mr(pd.get(), ans_buf.get(), n * sizeof(wb::SumResponse),
-                                                 IBV_ACCESS_LOCAL_WRITE),
-                                      "ulimit -l: is locked memory limited?")};
-
-    // 4. INIT, then a receive for every answer, as one list (lesson 4: before the exchange).
-    wb::qp_to_init(qp.get(), addr, 0);
-    std::vector<ibv_sge> sges(n);
-    std::vector<ibv_recv_wr> rwrs(n);
-    for (uint32_t k = 0; k < n; ++k) {
-        sges[k] = {.addr = reinterpret_cast<uintptr_t>(ans_buf.get()) + k * sizeof(wb::SumResponse),
-                   .length = sizeof(wb::SumResponse), .lkey = ans_mr->lkey};
-        rwrs[k] = {.wr_id = k, .next = k + 1 < n ? &rwrs[k + 1] : nullptr, .sg_list = &sges[k], .num_sge = 1};
-    }
-    ibv_recv_wr* bad_recv = nullptr;
-    CHECK_RC(ibv_post_recv(qp.get(), rwrs.data(), &bad_recv));
-    std::printf("client: posted %u receives before the exchange\n", n);
-
-    // 5. Exchange, RTR, RTS, and wait for GO: the server starts all its clients together.
-    wb::Connection conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
-    const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
-    std::printf("client: peer %s is QP 0x%x; ours is 0x%x\n", conn.peer().c_str(), peer.qp_num, qp->qp_num);
-    wb::qp_to_rtr(qp.get(), addr, peer);
-    wb::qp_to_rts(qp.get(), psn);
-    std::printf("client: waiting for the server's GO (it starts all its clients together)\n");
-    wb::expect_token(conn, "GO!!", opt.timeout_s);
-
-    // 6. The burst: N SENDs in one ibv_post_send, chained through `next`.
-    //    If the SRQ runs out, the server's NIC answers with an RNR NAK and
-    //    ours resends after min_rnr_timer (rnr_retry 7: for ever): slower,
-    //    never an error, and no completion says it happened.
-    std::vector<ibv_sge> ssges(n);
-    std::vector<ibv_send_wr> swrs(n);
-    auto* reqs = reinterpret_cast<wb::SumRequest*>(req_buf.get());
-    for (uint32_t k = 0; k < n; ++k) {
-        reqs[k] = wb::make_sum_request(k + 1, 100 * (k + 1));  // request k+1 asks for (k+1) + 100(k+1)
-        ssges[k] = {.addr = reinterpret_cast<uintptr_t>(&reqs[k]), .length = sizeof(wb::SumRequest),
-                    .lkey = req_mr->lkey};
-        swrs[k] = {.wr_id = k, .next = k + 1 < n ? &swrs[k + 1] : nullptr, .sg_list = &ssges[k], .num_sge = 1,
-                   .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
-    }
-    ibv_send_wr* bad_send = nullptr;
-    CHECK_RC(ibv_post_send(qp.get(), swrs.data(), &bad_send));
-    std::printf("client: sent %u requests in one burst\n", n);
-
-    // 7. 2N completions, in any order between SENDs and RECVs. Answers come
-    //    in request order: one QP's messages are delivered in order, into
-    //    our receives in the order we posted them.
-    uint32_t answers = 0;
-    for (uint32_t i = 0; i < 2 * n; ++i) {
-        const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "a request's SEND or an answer's RECV", conn);
-        if (wc.opcode != IBV_WC_RECV) continue;
-        const int64_t a = answers + 1, b = 100 * a;
-        const wb::SumResult r = wb::read_sum_response(ans_buf.get() + wc.wr_id * sizeof(wb::SumResponse), wc.byte_len, a, b);
-        if (!r.error.empty()) wb::result_error(r.error);
-        if (r.sum != a + b)
-            wb::result_error("answer " + std::to_string(a) + " says " + std::to_string(r.sum) + ", not " +
-                             std::to_string(a + b));
-        ++answers;
-        std::printf("client: answer %u: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answers, a, b, r.sum);
-    }
-    wb::send_token(conn, "DONE");
-    std::printf("result: %u requests answered on QP 0x%x, every sum right\n", answers, qp->qp_num);
     return 0;
 }
 
