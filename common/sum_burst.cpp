@@ -54,6 +54,15 @@ BurstArgs parse_burst_args(int argc, char** argv) {
     return r;
 }
 
+void print_srq_result(int total, int clients, int dropped, uint32_t srq_size, int limit_events) {
+    if (dropped > 0)
+        result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " +
+                     std::to_string(dropped) + " of " + std::to_string(clients) + " client" +
+                     (clients == 1 ? "" : "s") + " that broke the protocol (stderr says why)");
+    std::printf("result: served %d requests from %d client%s with one SRQ of %u receives; limit reached %d time%s\n",
+                total, clients, clients == 1 ? "" : "s", srq_size, limit_events, limit_events == 1 ? "" : "s");
+}
+
 int sum_burst_client(const Options& opt, ibv_context* ctx, const PortAddress& addr, uint16_t lesson, int requests) {
     const auto n = static_cast<uint32_t>(requests);
     // 2. An ordinary RC client, as in lesson 4: its own receive queue, N

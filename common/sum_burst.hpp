@@ -1,4 +1,4 @@
-// sum_burst.hpp - lesson 13's command line and its client: lesson 4's sum
+// sum_burst.hpp - lesson 13's command line, its result line and its client: lesson 4's sum
 // client, its N requests
 // sent in one burst (one post list, as lesson 11 posts them), so that the
 // server's shared receive queue runs low. Nothing in it is new: lesson 4
@@ -31,6 +31,11 @@ struct BurstArgs {
     int requests = 0;
 };
 BurstArgs parse_burst_args(int argc, char** argv);
+
+// The server's result line, "result: served 20 requests from 2 clients with
+// one SRQ of 8 receives; limit reached 3 times" (singulars in the singular),
+// or, when it dropped clients, the error outcome naming how many (exit 1).
+void print_srq_result(int total, int clients, int dropped, uint32_t srq_size, int limit_events);
 
 // Connect to the server at opt.args[0] as lesson `lesson`, wait for its
 // "GO!!", send `requests` sum requests (request k asks for k + 100k) in one

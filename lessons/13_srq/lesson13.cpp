@@ -17,8 +17,8 @@
 // wait, not an error. Each client sends its N requests in one burst, so the
 // SRQ does run low; docs/lesson13-srq.md measures the RNR NAKs.
 //
-// Request k of a client (k = 1..N) asks for k + 100k; the client checks
-// every sum (common/sum_protocol.hpp, as in lesson 4).
+// The client is lesson 4's, in common/sum_burst.cpp: its request k (k = 1..N)
+// asks for k + 100k, and it checks every sum (common/sum_protocol.hpp).
 //
 // Run it on one host (rxe's loopback carries the RDMA):
 //     ./lesson13 -c 2                 server: 2 clients, one SRQ of 8 receives, limit 2
@@ -41,7 +41,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
@@ -50,7 +49,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,13 +89,10 @@ void post_srq_receives(ibv_srq* srq, const ibv_mr* mr, const std::vector<uint32_
     std::vector<ibv_sge> sges(slots.size());
     std::vector<ibv_recv_wr> wrs(slots.size());
     for (size_t i = 0; i < slots.size(); ++i) {
-        sges[i] = {
-            .addr = reinterpret_cast<uintptr_t>(mr->addr) + slots[i] * kRecvBufferBytes,
-            .length = kRecvBufferBytes,
-            .lkey = mr->lkey,
-        };
-        wrs[i] = {.wr_id = slots[i], .next = i + 1 < slots.size() ? &wrs[i + 1] : nullptr,
-                  .sg_list = &sges[i], .num_sge = 1};
+        sges[i] = {.addr = reinterpret_cast<uintptr_t>(mr->addr) + slots[i] * kRecvBufferBytes,
+                   .length = kRecvBufferBytes, .lkey = mr->lkey};
+        wrs[i] = {.wr_id = slots[i], .next = i + 1 < slots.size() ? &wrs[i + 1] : nullptr, .sg_list = &sges[i],
+                  .num_sge = 1};
     }
     ibv_recv_wr* bad = nullptr;
     CHECK_RC(ibv_post_srq_recv(srq, wrs.data(), &bad), "ENOMEM: more receives than the SRQ's max_wr?");
@@ -114,14 +109,8 @@ void arm_srq_limit(ibv_srq* srq, uint32_t limit) {
 // Post one signaled SEND of `length` bytes at `addr` inside `mr`.
 void post_send(ibv_qp* qp, const ibv_mr* mr, const void* addr, uint32_t length, uint64_t wr_id) {
     ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(addr), .length = length, .lkey = mr->lkey};
-    ibv_send_wr wr = {
-        .wr_id = wr_id,
-        .next = nullptr,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,
-        .send_flags = IBV_SEND_SIGNALED,  // the completion frees the answer's buffer slot
-    };
+    ibv_send_wr wr = {.wr_id = wr_id, .next = nullptr, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                      .send_flags = IBV_SEND_SIGNALED};  // the completion frees the answer's buffer slot
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
 }
@@ -130,7 +119,6 @@ void post_send(ibv_qp* qp, const ibv_mr* mr, const void* addr, uint32_t length, 
 struct Client {
     wb::Connection conn;
     wb::QueuePair qp;
-    uint32_t peer_qpn = 0;
     std::deque<wb::SumResponse> waiting;  // answers not yet posted: the send queue was full
     uint64_t answers_posted = 0;          // also picks the slot of the next answer's buffer
     uint32_t sends_in_flight = 0;
@@ -225,37 +213,15 @@ void handle_async_events(ibv_context* ctx, Srq& pool, std::vector<uint32_t>& bro
             wb::fail(std::string("async event \"") + ibv_event_type_str(ev.event_type) + "\"",
                      "the peer or the device failed; read the kernel log (dmesg)");
         default:
-            // The others are news, not failures: a port going down or up
-            // (IBV_EVENT_PORT_ERR / _ACTIVE), a QP on an SRQ whose last
-            // receive is done after it entered the error state
-            // (IBV_EVENT_QP_LAST_WQE_REACHED: now it may be destroyed), ...
+            // The others are news, not failures: a port going down or up (IBV_EVENT_PORT_ERR /
+            // _ACTIVE), a QP on an SRQ whose last receive is done after it entered the error
+            // state (IBV_EVENT_QP_LAST_WQE_REACHED: now it may be destroyed), ...
             std::printf("server: async event \"%s\"\n", ibv_event_type_str(ev.event_type));
             break;
         }
         ibv_ack_async_event(&ev);  // returns void: nothing to check
     }
 }
-
-int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int clients, uint32_t srq_size,
-          uint32_t limit);
-
-}  // namespace
-
-int main(int argc, char** argv) {
-    const wb::BurstArgs args = wb::parse_burst_args(argc, argv);  // checked: common/sum_burst.cpp
-    const wb::Options& opt = args.opt;
-
-    // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
-    wb::Context ctx = wb::open_device(opt.device);
-    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
-    wb::print_address(ibv_get_device_name(ctx->device), addr);
-    // The client is lesson 4's, its N requests in one post list (lesson 11),
-    // so that the SRQ runs low: common/sum_burst.cpp, steps 2 to 7.
-    return args.is_server ? serve(opt, ctx.get(), addr, args.clients, args.srq_size, args.limit)
-                          : wb::sum_burst_client(opt, ctx.get(), addr, kLesson, args.requests);
-}
-
-namespace {
 
 int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int clients, uint32_t srq_size,
           uint32_t limit) {
@@ -273,21 +239,18 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx))};
     const int cq_size = static_cast<int>(srq_size) + clients * static_cast<int>(kSendDepth);  // every receive and SEND at once
     wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx, cq_size, nullptr, nullptr, 0))};
-    ibv_srq_init_attr srq_attr = {
-        .srq_context = nullptr,
-        .attr = {
-            .max_wr = srq_size,  // receives it holds (the device may round up)
-            .max_sge = 1,        // each receive is one buffer
-            .srq_limit = 0,      // ignored by ibv_create_srq: the limit is armed with ibv_modify_srq
-        },
-    };
+    ibv_srq_init_attr srq_attr = {.attr = {
+        .max_wr = srq_size,  // receives it holds (the device may round up)
+        .max_sge = 1,        // each receive is one buffer
+        .srq_limit = 0,      // ignored by ibv_create_srq: the limit is armed with ibv_modify_srq
+    }};
     wb::SharedReceiveQueue srq{CHECK_PTR(ibv_create_srq(pd.get(), &srq_attr), "is --srq-size within max_srq_wr?")};
     // Receive buffers: LOCAL_WRITE, our NIC writes the requests there;
     // answers: no flag, the NIC only reads them (lesson 4's reasoning).
     wb::Buffer recv_buf = wb::alloc_buffer(srq_size * kRecvBufferBytes);
-    wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), srq_size * kRecvBufferBytes,
-                                                  IBV_ACCESS_LOCAL_WRITE),
-                                       "ulimit -l: is locked memory limited?")};
+    wb::MemoryRegion recv_mr{CHECK_PTR(
+        ibv_reg_mr(pd.get(), recv_buf.get(), srq_size * kRecvBufferBytes, IBV_ACCESS_LOCAL_WRITE),
+        "ulimit -l: is locked memory limited?")};
     const size_t answer_bytes = clients * kSendDepth * sizeof(wb::SumResponse);
     wb::Buffer answer_buf = wb::alloc_buffer(answer_bytes);
     wb::MemoryRegion answer_mr{CHECK_PTR(ibv_reg_mr(pd.get(), answer_buf.get(), answer_bytes, 0),
@@ -299,11 +262,10 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
 
     // 4. Fill the SRQ, then arm its limit. Posting goes to the SRQ, not to
     //    any QP: whichever QP's request comes first takes the next receive.
-    Srq pool{.srq = srq.get(), .mr = recv_mr.get(), .limit = limit, .free_slots = {}};
-    for (uint32_t i = 0; i < srq_size; ++i) pool.free_slots.push_back(i);
-    post_srq_receives(srq.get(), recv_mr.get(), pool.free_slots);
-    pool.posted = srq_size;
-    pool.free_slots.clear();
+    Srq pool{.srq = srq.get(), .mr = recv_mr.get(), .limit = limit, .free_slots = {}, .posted = srq_size};
+    std::vector<uint32_t> all(srq_size);
+    for (uint32_t i = 0; i < srq_size; ++i) all[i] = i;
+    post_srq_receives(srq.get(), recv_mr.get(), all);
     arm_srq_limit(srq.get(), limit);
     std::printf("server: SRQ of %u receives posted; limit armed at %u\n", srq_size, limit);
     // The async fd: non-blocking, so that a read with no event returns at
@@ -323,13 +285,8 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
                 .send_cq = cq.get(),
                 .recv_cq = cq.get(),  // receives taken from the SRQ complete on the QP's recv_cq
                 .srq = srq.get(),     // THE change: this QP has no receive queue of its own
-                .cap = {
-                    .max_send_wr = kSendDepth,
-                    .max_recv_wr = 0,  // ignored with an SRQ
-                    .max_send_sge = 1,
-                    .max_recv_sge = 0,
-                },
-                .qp_type = IBV_QPT_RC,
+                .cap = {.max_send_wr = kSendDepth, .max_recv_wr = 0, .max_send_sge = 1, .max_recv_sge = 0},
+                .qp_type = IBV_QPT_RC,  // (max_recv_wr, max_recv_sge: ignored with an SRQ)
             };
             c.qp.reset(CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr)));
             const uint32_t psn = wb::random_psn();
@@ -337,7 +294,6 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
             wb::qp_to_init(c.qp.get(), addr, 0);
             wb::qp_to_rtr(c.qp.get(), addr, peer);
             wb::qp_to_rts(c.qp.get(), psn);
-            c.peer_qpn = peer.qp_num;
             std::printf("server: client %d (%s) is connected: QP 0x%x <-> 0x%x, on the SRQ\n", i + 1,
                         c.conn.peer().c_str(), c.qp->qp_num, peer.qp_num);
         }
@@ -358,16 +314,14 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     using Clock = std::chrono::steady_clock;
     for (Client& c : cs) c.last_news = Clock::now();
     int total = 0;
-    const auto busy = [&] {
-        for (const Client& c : cs)
-            if (!c.dropped && (!c.done || c.sends_in_flight > 0)) return true;
+    const auto busy = [&] {  // a client still working, or an answer still in flight
+        for (const Client& c : cs) if (!c.dropped && (!c.done || c.sends_in_flight > 0)) return true;
         return false;
     };
-    const auto client_of = [&](uint32_t qp_num) {
-        int who = 0;
-        while (who < clients && cs[who].qp->qp_num != qp_num) ++who;
-        if (who == clients) wb::fail("a completion for QP " + std::to_string(qp_num) + ", not one of ours");
-        return who;
+    const auto client_of = [&](uint32_t qp_num) -> int {
+        for (int who = 0; who < clients; ++who)
+            if (cs[who].qp->qp_num == qp_num) return who;
+        wb::fail("a completion for QP " + std::to_string(qp_num) + ", not one of ours");
     };
     std::vector<uint32_t> broken_qps;  // named by an async event
     while (busy()) {
@@ -427,10 +381,7 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
                 ++c.answers_posted;
                 ++c.sends_in_flight;
             }
-        }
-        // Each client's own clock: the others' traffic does not keep it alive.
-        for (int i = 0; i < clients; ++i) {
-            Client& c = cs[i];
+            // Each client's own clock: the others' traffic does not keep it alive.
             if (!c.dropped && !(c.done && c.sends_in_flight == 0) &&
                 Clock::now() - c.last_news > std::chrono::seconds(opt.timeout_s))
                 drop(c, i, "sent nothing for " + std::to_string(opt.timeout_s) + " s (" + std::to_string(c.served) +
@@ -443,10 +394,8 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
         std::vector<pollfd> fds{{.fd = ctx->async_fd, .events = POLLIN, .revents = 0}};
         for (const Client& c : cs)
             fds.push_back({.fd = c.done || c.dropped ? -1 : c.conn.fd(), .events = POLLIN, .revents = 0});
-        int ready;
-        do {
-            ready = poll(fds.data(), fds.size(), kIdleMs);
-        } while (ready == -1 && errno == EINTR);
+        const int ready = poll(fds.data(), fds.size(), kIdleMs);
+        if (ready == -1 && errno == EINTR) continue;  // a signal: look at the CQ again
         CHECK_ERRNO(ready);
         if (fds[0].revents & POLLIN) {
             handle_async_events(ctx, pool, broken_qps);
@@ -480,14 +429,22 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     }
     int dropped = 0;
     for (const Client& c : cs) dropped += c.dropped ? 1 : 0;
-    if (dropped > 0)
-        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " + std::to_string(dropped) +
-                         " of " + std::to_string(clients) + " client" + (clients == 1 ? "" : "s") +
-                         " that broke the protocol (stderr says why)");
-    std::printf("result: served %d requests from %d client%s with one SRQ of %u receives; limit reached %d time%s\n",
-                total, clients, clients == 1 ? "" : "s", srq_size, pool.limit_events,
-                pool.limit_events == 1 ? "" : "s");
+    wb::print_srq_result(total, clients, dropped, srq_size, pool.limit_events);  // exits 1 if any was dropped
     return 0;
 }
 
 }  // namespace
+
+int main(int argc, char** argv) {
+    const wb::BurstArgs args = wb::parse_burst_args(argc, argv);  // checked: common/sum_burst.cpp
+    const wb::Options& opt = args.opt;
+
+    // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
+    wb::Context ctx = wb::open_device(opt.device);
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
+    wb::print_address(ibv_get_device_name(ctx->device), addr);
+    // The client is lesson 4's, its N requests in one post list (lesson 11),
+    // so that the SRQ runs low: common/sum_burst.cpp, steps 2 to 7.
+    return args.is_server ? serve(opt, ctx.get(), addr, args.clients, args.srq_size, args.limit)
+                          : wb::sum_burst_client(opt, ctx.get(), addr, kLesson, args.requests);
+}
