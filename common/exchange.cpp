@@ -288,3 +288,18 @@ std::string recv_token(Connection& c, int timeout_s, const std::string& during) 
 }
 
 }  // namespace wb
+
+namespace wb {
+
+std::string take_token_bytes(Connection& c, std::string& so_far, const char* token) {
+    char got[4];
+    if (so_far.size() >= sizeof got) return "";
+    const ssize_t n = recv(c.fd(), got, sizeof got - so_far.size(), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return "";
+    if (n == 0) return std::string("closed its connection before ") + token;
+    if (n < 0) return std::string("lost its connection before ") + token + ": " + errno_str(errno);
+    so_far.append(got, static_cast<size_t>(n));
+    return "";
+}
+
+}  // namespace wb

@@ -111,3 +111,15 @@ void send_all(Connection& c, std::span<const uint8_t> data);
 bool recv_exact(Connection& c, std::span<uint8_t> data, int timeout_s);
 
 }  // namespace wb
+
+namespace wb {
+
+// For a server that watches many peers in one poll() loop (lesson 13) and
+// must wait for none of them: append to `so_far` what has come of a 4-byte
+// token, never more than its rest, without waiting (MSG_DONTWAIT). Returns
+// "" while all is well (the token is whole when so_far has 4 bytes), else why
+// not: "closed its connection before DONE", "lost its connection before
+// DONE: ECONNRESET (...)" (`token` names what was awaited).
+std::string take_token_bytes(Connection& c, std::string& so_far, const char* token);
+
+}  // namespace wb

@@ -110,7 +110,8 @@ ordered() {
   start_server ./lesson11 -p "$PORT" --timeout 5 --test bw --op write -n 10
   wait_server 30
   assert_equal "$SERVER_STATUS" 1
-  run cat "$SERVER_ERR"
+  # Its first line but for the coarse-clock warning (the lab's TCG guest ticks every 4 ms).
+  run grep -v "CLOCK_MONOTONIC_RAW ticks every" "$SERVER_ERR"
   assert_line --index 0 "lesson11: the client said DONE for 65536 B, but none of its requests reached our QP (its rq_psn did not move): nothing was measured"
   run cat "$SERVER_OUT"
   refute_output --partial "result:"
@@ -124,7 +125,8 @@ ordered() {
   wait_server 60
   assert_equal "$SERVER_STATUS" 1
   ((SECONDS < 45)) || fail "the server took $SECONDS s"
-  run cat "$SERVER_ERR"
+  # Its first line but for the coarse-clock warning (the lab's TCG guest ticks every 4 ms).
+  run grep -v "CLOCK_MONOTONIC_RAW ticks every" "$SERVER_ERR"
   assert_line --index 0 "lesson11: the client still says MORE after 20 s (20 x --timeout) on one size"
   run cat "$SERVER_OUT"
   refute_output --partial "result:"

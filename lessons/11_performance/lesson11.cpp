@@ -18,9 +18,6 @@
 // against completion events (--events), and READ's round trip against
 // WRITE's one way (--op).
 //
-// Both sides take the same options: the client sends the ones in force after
-// the QP exchange, and either side refuses to measure when they differ.
-//
 // Run it on one host (two terminals; rxe's loopback carries the RDMA):
 //     ./lesson11                            server: send latency, 2 B
 //     ./lesson11 127.0.0.1                  client: prints "result: send lat 2 B: typical ..."
@@ -35,24 +32,19 @@
 //     a post list: ibv_send_wr.next chains several WRs into one ibv_post_send
 //     ibv_query_device: max_qp_wr, max_qp_rd_atom
 //
-// Read more: man ibv_post_send (IBV_SEND_INLINE, IBV_SEND_SIGNALED), man
-// ibv_create_qp (max_inline_data), man clock_gettime; perftest's
-// src/perftest_resources.c and perftest_parameters.c (print_report_lat,
-// print_report_bw); docs/lesson11-performance.md (the method, the plots,
-// what each curve says, exercises).
+// Read more: man ibv_post_send (IBV_SEND_INLINE, IBV_SEND_SIGNALED), man ibv_create_qp
+// (max_inline_data), man clock_gettime; perftest's src/perftest_resources.c and
+// perftest_parameters.c (print_report_lat, print_report_bw); docs/lesson11-performance.md
+// (the method, the plots, what each curve says, exercises).
 #include <infiniband/verbs.h>
 
 #include <poll.h>
-#include <time.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cinttypes>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -69,16 +61,11 @@ namespace {
 
 constexpr uint16_t kLesson = 11;  // sent in the exchange: a lesson-11 client only talks to a lesson-11 server
 
-enum class Test : uint8_t { lat = 1, bw = 2 };
-enum class Op : uint8_t { send = 1, write = 2, read = 3 };
-const char* test_name(Test t) { return t == Test::lat ? "lat" : "bw"; }
-const char* op_name(Op o) { return o == Op::send ? "send" : o == Op::write ? "write" : "read"; }
-
-// -a sweeps 2 B .. 1 MiB in powers of two, as perftest's -a does (it goes on to 8 MiB).
-constexpr uint32_t kSweepFirst = 2;
-constexpr uint32_t kSweepLast = 1u << 20;
-constexpr uint32_t kMaxSize = 1u << 23;  // -s at most 8 MiB: two buffers of it per side
-constexpr int64_t kMaxIters = 10'000'000;
+// Op, Test, their names, the sweep's sizes, the clock now_ns() (clock_gettime(CLOCK_MONOTONIC_RAW):
+// the bare counter NTP never slews; a vDSO call, no system call) and what `make bench` needs
+// around the timed loops below (the command line, both sides' options compared, the
+// statistics): common/bench.hpp.
+using namespace wb::bench;
 // Receives kept posted during a latency test (one is consumed per round trip
 // and posted again at once), and the send queue of a latency test.
 constexpr uint32_t kLatQueue = 16;
@@ -88,50 +75,6 @@ constexpr uint32_t kLatQueue = 16;
 constexpr uint8_t kReadsInFlight = 16;
 // Completions taken per ibv_poll_cq call.
 constexpr int kPollBatch = 16;
-
-// The measurement options: both sides must run the same ones. Each sends
-// them to the other after the QP exchange, as one line (agree_on_spec).
-struct Spec {
-    Test test = Test::lat;
-    Op op = Op::send;
-    uint32_t size = 0;       // -s, or the last size of the sweep with -a
-    bool all = false;        // -a
-    uint32_t iters = 0;      // -n
-    bool inl = false;        // --inline
-    uint32_t signal = 1;     // --signal: every Nth WR asks for a completion
-    uint32_t batch = 1;      // --batch: WRs per ibv_post_send call
-    uint32_t depth = 0;      // --depth: WRs in flight (bw)
-    bool events = false;     // --events
-};
-
-// The plumbing, after main(): the options as one line of text, which both
-// sides compare (agree_on_spec); the latency statistics; the CSV row for
-// scripts/bench/; the server's sign that requests came (expected_psn).
-std::string spec_text(const Spec& s);
-void agree_on_spec(wb::Connection& conn, const Spec& mine, bool is_server, int timeout_s);
-struct LatStats {
-    double min, typical, p99, p999, max;  // in us
-};
-LatStats lat_stats(std::vector<int64_t>& ns, double divide);
-std::string csv_row(const Spec& s, uint32_t size, int mtu, const char* values);
-extern const char* const kCsvHeader;
-uint32_t expected_psn(ibv_qp* qp);
-// The command line, checked (parse_command_line).
-struct CommandLine {
-    wb::Options opt;
-    Spec spec;
-    std::string csv_path;  // -C: the client's CSV file, or empty
-};
-CommandLine parse_command_line(int argc, char** argv);
-
-// Nanoseconds since an arbitrary start, from the clock NTP never slews
-// (CLOCK_MONOTONIC may be sped up or slowed down; _RAW is the bare counter).
-// In Linux this is a vDSO call, no system call: about 20 ns.
-inline int64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 // Waiting for completions, by busy polling (the default) or, with --events,
 // by sleeping on a completion channel (lesson 8 explains arm, wait, ack).
@@ -171,14 +114,12 @@ struct CqWaiter {
                 armed = true;
                 continue;
             }
-            pollfd pfd = {.fd = channel->fd, .events = POLLIN, .revents = 0};
             if (past_deadline()) timed_out(waiting_for);
             const int64_t left_ms = (deadline - now_ns()) / 1'000'000;
-            if (left_ms <= 0) timed_out(waiting_for);
-            const int ready = poll(&pfd, 1, static_cast<int>(left_ms));
+            pollfd pfd = {.fd = channel->fd, .events = POLLIN, .revents = 0};
+            const int ready = left_ms > 0 ? poll(&pfd, 1, static_cast<int>(left_ms)) : 0;
             if (ready == -1 && errno == EINTR) continue;
-            CHECK_ERRNO(ready);
-            if (ready == 0) timed_out(waiting_for);
+            if (CHECK_ERRNO(ready) == 0) timed_out(waiting_for);
             ibv_cq* ev_cq;
             void* ev_ctx;
             CHECK_ERRNO(ibv_get_cq_event(channel, &ev_cq, &ev_ctx));
@@ -189,10 +130,8 @@ struct CqWaiter {
             }
         }
     }
-    void ack_all() {
-        if (unacked) ibv_ack_cq_events(cq, unacked);  // every event, before the CQ is destroyed
-        unacked = 0;
-    }
+    // Every event acknowledged before the CQ is destroyed (the waiter is declared after it).
+    ~CqWaiter() { if (unacked) ibv_ack_cq_events(cq, unacked); }
     [[noreturn]] void timed_out(const char* waiting_for) const {
         wb::fail("no completion within " + std::to_string(timeout_s) + " s while waiting for " + waiting_for,
                  "is the peer still running? raise --timeout on a slow machine");
@@ -211,12 +150,6 @@ void post_receives(ibv_qp* qp, const ibv_mr* mr, uint32_t length, uint32_t count
     CHECK_RC(ibv_post_recv(qp, wrs.data(), &bad));
 }
 
-// What the peer offers us for WRITE and READ: its target buffer.
-struct Remote {
-    uint64_t addr = 0;
-    uint32_t rkey = 0;
-};
-
 // The send side of either loop: builds `count` WRs of `size` bytes as one post
 // list and posts them with ONE ibv_post_send, which on rxe is one write() to
 // the kernel (the doorbell). WR number `seq` (counted from 1) asks for a
@@ -227,7 +160,8 @@ struct Poster {
     const ibv_mr* local;
     Op op;
     bool inl;
-    Remote remote;
+    uint64_t remote_addr;       // WRITE and READ: the peer's target buffer
+    uint32_t rkey;
     uint32_t signal = 1;
     uint64_t last = 0;          // the seq of the final WR: always signaled
     unsigned long calls = 0;    // ibv_post_send calls: doorbells
@@ -254,7 +188,7 @@ struct Poster {
                 .opcode = op == Op::send ? IBV_WR_SEND : op == Op::write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
                 .send_flags = flags,
             };
-            if (op != Op::send) wrs[i].wr.rdma = {.remote_addr = remote.addr, .rkey = remote.rkey};
+            if (op != Op::send) wrs[i].wr.rdma = {.remote_addr = remote_addr, .rkey = rkey};
         }
         ibv_send_wr* bad = nullptr;
         CHECK_RC(ibv_post_send(qp, wrs.data(), &bad));
@@ -279,10 +213,7 @@ void wait_for_byte(const volatile uint8_t* last, uint8_t mark, int timeout_s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const CommandLine cl = parse_command_line(argc, argv);
-    const wb::Options& opt = cl.opt;
-    const Spec& spec = cl.spec;
-    const std::string& csv_path = cl.csv_path;
+    const auto [opt, spec, csv_path] = wb::bench::parse_command_line(argc, argv);  // checked: common/bench.cpp
     const bool is_server = opt.args.empty();
     const char* me = is_server ? "server" : "client";
     const bool lat = spec.test == Test::lat;
@@ -295,10 +226,7 @@ int main(int argc, char** argv) {
     // The device's limits that bound the levers: send queue depth, READs in flight.
     ibv_device_attr dev_attr;
     CHECK_RC(ibv_query_device(ctx.get(), &dev_attr));
-    if (spec.depth > static_cast<uint32_t>(dev_attr.max_qp_wr))
-        wb::usage_error("--depth " + std::to_string(spec.depth) + " is more than " +
-                        ibv_get_device_name(ctx->device) + "'s max_qp_wr " + std::to_string(dev_attr.max_qp_wr) +
-                        " (ibv_query_device)");
+    wb::bench::check_depth(spec.depth, ibv_get_device_name(ctx->device), dev_attr);  // at most max_qp_wr
     const uint8_t reads_in_flight =
         static_cast<uint8_t>(std::min<int>({kReadsInFlight, dev_attr.max_qp_rd_atom, dev_attr.max_qp_init_rd_atom}));
 
@@ -313,53 +241,32 @@ int main(int argc, char** argv) {
         spec.op != Op::send ? 1 : lat ? kLatQueue : std::min<uint32_t>(2 * spec.depth, dev_attr.max_qp_wr);
     wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), static_cast<int>(send_queue + recv_queue), nullptr,
                                                    channel.get(), 0))};
-    const uint32_t sizes_last = spec.size;  // the largest size measured
     ibv_qp_init_attr qp_attr = {
-        .send_cq = cq.get(),
-        .recv_cq = cq.get(),
+        .send_cq = cq.get(), .recv_cq = cq.get(),
         .cap = {
-            .max_send_wr = send_queue,
-            .max_recv_wr = recv_queue,
-            .max_send_sge = 1,
-            .max_recv_sge = 1,
+            .max_send_wr = send_queue, .max_recv_wr = recv_queue, .max_send_sge = 1, .max_recv_sge = 1,
             // The bytes one WR may carry inside the WQE itself. The provider
             // may give more than asked; asking too much makes ibv_create_qp fail.
-            .max_inline_data = spec.inl ? (spec.all ? 0 : sizes_last) : 0,
+            .max_inline_data = spec.inl && !spec.all ? spec.size : 0,
         },
         .qp_type = IBV_QPT_RC,
     };
-    uint32_t inline_max = 0;  // with -a --inline: the largest power of two the QP takes inline
-    if (spec.inl && spec.all) {
-        // Ask for less and less until the device agrees; the sweep stops there.
-        for (uint32_t ask = kSweepLast; ask >= kSweepFirst && inline_max == 0; ask /= 2) {
-            ibv_qp_init_attr probe = qp_attr;
-            probe.cap.max_inline_data = ask;
-            if (ibv_qp* q = ibv_create_qp(pd.get(), &probe)) {
-                inline_max = ask;
-                CHECK_RC(ibv_destroy_qp(q));
-            }
-        }
-        if (inline_max == 0) wb::usage_error("--inline: this device takes no inline data at all");
-        qp_attr.cap.max_inline_data = inline_max;
-    }
+    // -a --inline: the largest power of two the QP takes inline, found by
+    // asking for less and less until ibv_create_qp agrees; the sweep stops there.
+    const uint32_t inline_max = spec.inl && spec.all ? wb::bench::largest_inline(pd.get(), qp_attr) : 0;
+    if (inline_max > 0) qp_attr.cap.max_inline_data = inline_max;
     ibv_qp* raw_qp = ibv_create_qp(pd.get(), &qp_attr);
-    if (raw_qp == nullptr && spec.inl && errno == EINVAL)
-        wb::usage_error("--inline -s " + std::to_string(sizes_last) + ": " + ibv_get_device_name(ctx->device) +
-                        " refused a QP with max_inline_data " + std::to_string(sizes_last) +
-                        " (EINVAL): too big to post inline; -a --inline sweeps up to the largest it takes");
+    if (raw_qp == nullptr && spec.inl && errno == EINVAL)  // a usage error: -s too big to post inline here
+        wb::bench::inline_refused(spec.size, ibv_get_device_name(ctx->device));
     wb::QueuePair qp{CHECK_PTR(raw_qp)};
     if (spec.inl)
         std::printf("%s: the QP takes up to %u bytes inline (max_inline_data)\n", me, qp_attr.cap.max_inline_data);
     const uint32_t psn = wb::random_psn();
 
-    // The sizes to measure.
+    // The sizes to measure: -s, or the sweep of -a.
     std::vector<uint32_t> sizes;
-    if (spec.all) {
-        const uint32_t top = spec.inl ? inline_max : kSweepLast;
-        for (uint32_t s = kSweepFirst; s <= top; s *= 2) sizes.push_back(s);
-    } else {
-        sizes.push_back(spec.size);
-    }
+    for (uint32_t s = kSweepFirst; spec.all && s <= (spec.inl ? inline_max : kSweepLast); s *= 2) sizes.push_back(s);
+    if (!spec.all) sizes.push_back(spec.size);
     const uint32_t buf_bytes = sizes.back();
 
     // 3. Memory, two buffers. `local`: what we SEND or WRITE from (the NIC only
@@ -377,10 +284,8 @@ int main(int argc, char** argv) {
                                    : spec.op == Op::write ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
                                                           : IBV_ACCESS_REMOTE_READ;
     wb::Buffer target_buf = wb::alloc_buffer(buf_bytes);
-    wb::MemoryRegion target_mr;
-    if (reached)
-        target_mr.reset(CHECK_PTR(ibv_reg_mr(pd.get(), target_buf.get(), buf_bytes, target_access),
-                                  "ulimit -l: is locked memory limited?"));
+    wb::MemoryRegion target_mr{reached ? CHECK_PTR(ibv_reg_mr(pd.get(), target_buf.get(), buf_bytes, target_access),
+                                                   "ulimit -l: is locked memory limited?") : nullptr};
 
     // 4. RESET -> INIT, saying what the peer may do through the QP; post the
     //    receives before the exchange (lesson 4).
@@ -398,9 +303,9 @@ int main(int argc, char** argv) {
     }
     const wb::PeerInfo peer = wb::exchange(conn, mine, opt.timeout_s);
     // 6. The measurement options, which must be the same on both sides.
-    agree_on_spec(conn, spec, is_server, opt.timeout_s);
-    const bool peer_reached = !is_server || spec.op == Op::send || (spec.op == Op::write && lat);
-    if (spec.op != Op::send && peer_reached && peer.length < buf_bytes)  // never trust a length we did not check
+    wb::bench::agree_on_spec(conn, spec, is_server, opt.timeout_s);
+    const bool peer_reached = !is_server || (spec.op == Op::write && lat);  // we WRITE or READ its buffer
+    if (spec.op != Op::send && peer_reached && peer.length < buf_bytes)     // never trust a length we did not check
         wb::fail("the peer offers " + std::to_string(peer.length) + " bytes, less than the " +
                  std::to_string(buf_bytes) + " we would WRITE or READ");
     const int path_mtu = wb::mtu_bytes(static_cast<ibv_mtu>(std::min<uint32_t>(peer.mtu, addr.attr.active_mtu)));
@@ -413,11 +318,8 @@ int main(int argc, char** argv) {
 
     CqWaiter waiter{.cq = cq.get(), .channel = channel.get(), .timeout_s = opt.timeout_s};
     wb::Heartbeat heartbeat{.conn = conn};  // "MORE" while we measure (common/bench.hpp)
-    Poster poster{.qp = qp.get(),
-                  .local = local_mr.get(),
-                  .op = spec.op,
-                  .inl = spec.inl,
-                  .remote = {.addr = peer.addr, .rkey = peer.rkey}};
+    Poster poster{.qp = qp.get(), .local = local_mr.get(), .op = spec.op, .inl = spec.inl,
+                  .remote_addr = peer.addr, .rkey = peer.rkey};
     ibv_wc wc[kPollBatch];
     uint64_t posted = 0, completed = 0;  // WRs over the whole run: wr_id counts on across sizes
     // Wait until every WR up to `seq` is complete; receives re-posted as they
@@ -444,11 +346,8 @@ int main(int argc, char** argv) {
         std::memset(target_buf.get(), 0, buf_bytes);
         volatile uint8_t* mark = reinterpret_cast<volatile uint8_t*>(target_buf.get()) + size - 1;
         uint8_t* out_mark = reinterpret_cast<uint8_t*>(local_buf.get()) + size - 1;
-        const uint32_t psn_at_go = is_server ? expected_psn(qp.get()) : 0;
-        if (is_server)
-            wb::send_token(conn, "GO!!");
-        else
-            wb::expect_token(conn, "GO!!", opt.timeout_s);
+        const uint32_t psn_at_go = is_server ? wb::bench::expected_psn(qp.get()) : 0;
+        is_server ? wb::send_token(conn, "GO!!") : wb::expect_token(conn, "GO!!", opt.timeout_s);
         poster.signal = 1;
         const uint32_t n = spec.iters;
 
@@ -463,9 +362,8 @@ int main(int argc, char** argv) {
                     wait_for_byte(mark, static_cast<uint8_t>(i % 255 + 1), opt.timeout_s);
                     *out_mark = static_cast<uint8_t>(i % 255 + 1);
                 }
-                poster.last = posted + 1;
-                poster.post(posted + 1, 1, size);
-                ++posted;
+                poster.last = ++posted;
+                poster.post(posted, 1, size);
                 // Take the completions of our answers as they come, without
                 // waiting; wait only when the send queue is nearly full.
                 if (posted - completed >= kLatQueue - 1) reap(posted, 0, nullptr, "our answer's completion");
@@ -480,9 +378,8 @@ int main(int argc, char** argv) {
                 *out_mark = static_cast<uint8_t>(i % 255 + 1);
                 stamps[i] = now_ns();
                 heartbeat.beat(stamps[i]);
-                poster.last = posted + 1;
-                poster.post(posted + 1, 1, size);
-                ++posted;
+                poster.last = ++posted;
+                poster.post(posted, 1, size);
                 if (spec.op == Op::send) {
                     reap(completed, 1, nullptr, "the server's answer (RECV)");
                     post_receives(qp.get(), target_mr.get(), buf_bytes, 1);
@@ -498,15 +395,8 @@ int main(int argc, char** argv) {
             std::vector<int64_t> rtt(n);
             for (uint32_t i = 0; i < n; ++i) rtt[i] = stamps[i + 1] - stamps[i];
             // Half a round trip for SEND and WRITE (one way); READ's whole.
-            const LatStats st = lat_stats(rtt, spec.op == Op::read ? 1.0 : 2.0);
-            std::printf("client: %u B: min %.2f us, typical %.2f us, p99 %.2f us, p99.9 %.2f us, max %.2f us%s\n",
-                        size, st.min, st.typical, st.p99, st.p999, st.max,
-                        spec.op == Op::read ? " (round trips)" : " (half round trips)");
-            char row[200];
-            std::snprintf(row, sizeof row, "%.3f,%.3f,%.3f,%.3f,%.3f,,", st.min, st.typical, st.p99, st.p999, st.max);
-            wb::append_csv(csv_path, kCsvHeader, csv_row(spec, size, path_mtu, row));
-            std::printf("result: %s lat %u B: typical %.2f us, p99 %.2f us, p99.9 %.2f us (n=%u)\n",
-                        op_name(spec.op), size, st.typical, st.p99, st.p999, n);
+            // The median ("typical"), p99, p99.9, min and max (common/bench.cpp).
+            wb::bench::report_latency(spec, size, path_mtu, rtt, spec.op == Op::read ? 1.0 : 2.0, csv_path);
         } else if (is_server) {
             // 9s. Stream: a SEND stream needs our receives, re-posted as they
             //     are used; WRITE and READ streams need nothing of our CPU.
@@ -537,18 +427,9 @@ int main(int argc, char** argv) {
                 reap(completed + 1, 0, nullptr, "the stream's completions");
                 heartbeat.beat(now_ns());
             }
-            const int64_t t1 = now_ns();
-            const double seconds = static_cast<double>(t1 - t0) / 1e9;
-            const uint64_t bytes = uint64_t{size} * n;
-            const double mib_s = static_cast<double>(bytes) / seconds / (1024.0 * 1024.0);
-            const unsigned long calls = poster.calls - calls_before;
-            std::printf("client: %u B: %" PRIu64 " bytes in %.6f s, %.0f messages/s; %lu ibv_post_send calls for %u "
-                        "WRs\n",
-                        size, bytes, seconds, n / seconds, calls, n);
-            char row[200];
-            std::snprintf(row, sizeof row, ",,,,,%.2f,%lu", mib_s, calls);
-            wb::append_csv(csv_path, kCsvHeader, csv_row(spec, size, path_mtu, row));
-            std::printf("result: %s bw %u B: %.2f MiB/s (n=%u)\n", op_name(spec.op), size, mib_s, n);
+            const double seconds = static_cast<double>(now_ns() - t0) / 1e9;
+            // size x n bytes / seconds, in MiB/s (common/bench.cpp prints it).
+            wb::bench::report_bandwidth(spec, size, path_mtu, seconds, poster.calls - calls_before, csv_path);
         }
 
         // 10. End each size together: the client says "DONE" when it has
@@ -557,161 +438,13 @@ int main(int argc, char** argv) {
         //     A DONE with no request behind it measured nothing: an error.
         if (is_server) {
             wb::wait_for_done(conn, opt.timeout_s);
-            if (expected_psn(qp.get()) == psn_at_go)
-                wb::fail("the client said DONE for " + std::to_string(size) +
-                             " B, but none of its requests reached our QP (its rq_psn did not move): nothing was "
-                             "measured",
-                         "is the client a lesson-11 client of this workbook?");
+            wb::bench::check_requests_came(qp.get(), psn_at_go, size);  // rq_psn moved (ibv_query_qp)
         } else {
             wb::send_token(conn, "DONE");
         }
     }
-    waiter.ack_all();
     if (is_server)
         std::printf("result: served %s %s, %zu size(s), n=%u\n", op_name(spec.op), test_name(spec.test),
                     sizes.size(), spec.iters);
     return 0;
 }
-
-namespace {
-
-// "--op write", "-s 65536": a Spec's options as one would type them, for the
-// message that says how the two sides differ.
-std::string spec_text(const Spec& s) {
-    std::string t = std::string("--test ") + test_name(s.test) + " --op " + op_name(s.op);
-    t += s.all ? " -a" : " -s " + std::to_string(s.size);
-    t += " -n " + std::to_string(s.iters);
-    if (s.inl) t += " --inline";
-    if (s.test == Test::bw)
-        t += " --signal " + std::to_string(s.signal) + " --batch " + std::to_string(s.batch) + " --depth " +
-             std::to_string(s.depth);
-    if (s.events) t += " --events";
-    return t;
-}
-
-// Send our options as that one line of text, in a fixed field of kSpecBytes,
-// receive the peer's, and stop both sides when they differ: a client
-// measuring 64 KiB WRITEs against a server set up for 2-byte SENDs would
-// print a wrong number, or hang, rather than an error.
-constexpr size_t kSpecBytes = 128;  // the longest line, every option at its maximum, is 112
-void agree_on_spec(wb::Connection& conn, const Spec& mine, bool is_server, int timeout_s) {
-    const std::string text = spec_text(mine);
-    std::array<uint8_t, kSpecBytes> out{}, in{};
-    std::memcpy(out.data(), text.data(), std::min(text.size(), kSpecBytes - 1));  // NUL-padded
-    wb::send_all(conn, out);
-    if (!wb::recv_exact(conn, in, timeout_s)) wb::fail("the peer closed the connection before sending its options");
-    if (in == out) return;
-    const char* theirs = reinterpret_cast<const char*>(in.data());  // the peer's bytes: no NUL promised
-    wb::fail(std::string("options differ: this ") + (is_server ? "server" : "client") + " runs " + text + "; the " +
-                 (is_server ? "client" : "server") + " runs " + wb::printable(theirs, strnlen(theirs, kSpecBytes)),
-             "start both sides with the same measurement options; only HOST differs");
-}
-
-// Typical (median), percentiles, min and max of one latency run, in us.
-LatStats lat_stats(std::vector<int64_t>& ns, double divide) {
-    std::sort(ns.begin(), ns.end());
-    const size_t n = ns.size();
-    auto us = [&](size_t i) { return static_cast<double>(ns[std::min(i, n - 1)]) / 1000.0 / divide; };
-    // The median of an even count is the mean of the two middle samples (as
-    // perftest's get_median); the p-th percentile is the sample at ceil(p x n).
-    const double median = n % 2 ? us(n / 2) : (us(n / 2 - 1) + us(n / 2)) / 2;
-    auto pct = [&](double p) { return us(static_cast<size_t>(std::ceil(p * static_cast<double>(n))) - 1); };
-    return {.min = us(0), .typical = median, .p99 = pct(0.99), .p999 = pct(0.999), .max = us(n - 1)};
-}
-
-// One CSV row per size for scripts/bench/ (common/bench.hpp writes it).
-const char* const kCsvHeader = "tool,test,op,bytes,iters,inline,signal,batch,depth,events,mtu,"
-                                   "min_us,typical_us,p99_us,p999_us,max_us,mib_s,post_calls";
-std::string csv_row(const Spec& s, uint32_t size, int mtu, const char* values) {
-    char row[300];
-    std::snprintf(row, sizeof row, "lesson11,%s,%s,%u,%u,%d,%u,%u,%u,%d,%d,%s", test_name(s.test), op_name(s.op), size,
-                  s.iters, s.inl, s.signal, s.batch, s.depth, s.events, mtu, values);
-    return row;
-}
-
-// The next PSN our QP expects from its peer (rq_psn): it moves on with every
-// request packet that arrives, SEND, WRITE or READ, whether or not our CPU
-// sees it. For a WRITE or READ stream, the one sign on the server's side
-// that the client's requests really came.
-uint32_t expected_psn(ibv_qp* qp) {
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_RQ_PSN, &init));
-    return attr.rq_psn;
-}
-
-// The command line: the options, checked before anything is opened (misuse:
-// one line on stderr, exit 2).
-CommandLine parse_command_line(int argc, char** argv) {
-    std::string test_text, op_text, size_text, all_text, iters_text, inline_text, signal_text, batch_text,
-        depth_text, events_text, csv_path;
-    const wb::ExtraOption extra[] = {
-        // The letters are perftest's where it has one (-a -n -s -I -Q -l -t -e).
-        {'T', "test", "lat|bw", "latency ping-pong or bandwidth stream (default: lat)", &test_text},
-        {'o', "op", "OP", "the operation measured: send, write or read (default: send)", &op_text},
-        {'s', "size", "BYTES", "message size, 1..8388608 (default: 2 for lat, 65536 for bw)", &size_text},
-        {'a', "all", nullptr, "sweep sizes from 2 B to 1 MiB in powers of two", &all_text},
-        {'n', "iters", "N", "iterations per size (default: 1000 for lat, 5000 for bw)", &iters_text},
-        {'I', "inline", nullptr, "post with IBV_SEND_INLINE (SEND and WRITE, up to max_inline_data)", &inline_text},
-        {'Q', "signal", "N", "bw: ask for a completion every Nth WR (default: 1)", &signal_text},
-        {'l', "batch", "N", "bw: post N WRs per ibv_post_send call (default: 1)", &batch_text},
-        {'t', "depth", "N", "bw: WRs in flight, up to max_qp_wr (default: 128)", &depth_text},
-        {'e', "events", nullptr, "wait on a completion channel instead of busy polling", &events_text},
-        {'C', "csv", "FILE", "client: append one row per size to FILE", &csv_path},
-    };
-    const wb::Usage usage = {
-        .synopsis = "[options]          server\n"
-                    "  lesson11 [options] HOST     client: measure, print the result",
-        .summary = "latency and bandwidth of SEND, WRITE and READ, measured as perftest does",
-        .notes = "Both sides must be given the same measurement options (all but -C).\n"
-                 "Results: \"result: send lat 2 B: typical X us, p99 X us, p99.9 X us (n=1000)\",\n"
-                 "         \"result: write bw 65536 B: X MiB/s (n=5000)\"; with -a, one per size.",
-    };
-    CommandLine cl{.opt = wb::parse_options(argc, argv, usage, extra), .spec = {}, .csv_path = csv_path};
-    const wb::Options& opt = cl.opt;
-    Spec& spec = cl.spec;
-    if (opt.args.size() > 1) wb::usage_error("too many arguments: the client takes one HOST");
-    const bool is_server = opt.args.empty();
-    if (opt.given('T') && test_text != "lat" && test_text != "bw")
-        wb::usage_error("--test must be lat or bw, not '" + test_text + "'");
-    spec.test = test_text == "bw" ? Test::bw : Test::lat;
-    if (opt.given('o') && op_text != "send" && op_text != "write" && op_text != "read")
-        wb::usage_error("--op must be send, write or read, not '" + op_text + "'");
-    spec.op = op_text == "write" ? Op::write : op_text == "read" ? Op::read : Op::send;
-    const bool lat = spec.test == Test::lat;
-    spec.all = opt.given('a');
-    if (spec.all && opt.given('s')) wb::usage_error("-a sweeps the sizes itself: give -a or -s, not both");
-    // A number option: its value, in range, or the default when it was not given.
-    const auto number = [&](char letter, const std::string& text, const char* name, int64_t max, uint32_t dflt) {
-        return opt.given(letter) ? static_cast<uint32_t>(wb::parse_range(text, name, 1, max)) : dflt;
-    };
-    spec.size = number('s', size_text, "-s", kMaxSize, spec.all ? kSweepLast : lat ? 2 : 65536);
-    spec.iters = number('n', iters_text, "-n", kMaxIters, lat ? 1000 : 5000);
-    spec.inl = opt.given('I');
-    if (spec.inl && spec.op == Op::read)
-        wb::usage_error("--inline with --op read: a READ carries no data from us, so there is nothing to inline");
-    for (char bw_only : {'Q', 'l', 't'})
-        if (lat && opt.given(bw_only))
-            wb::usage_error(std::string(bw_only == 'Q' ? "--signal" : bw_only == 'l' ? "--batch" : "--depth") +
-                            " is a bandwidth option: a ping-pong has one message in flight (add --test bw)");
-    spec.signal = number('Q', signal_text, "--signal", 1 << 20, 1);
-    spec.batch = number('l', batch_text, "--batch", 1 << 20, 1);
-    spec.depth = lat ? 1 : number('t', depth_text, "--depth", 1 << 24, 128);
-    // A WR that asks for no completion keeps its send-queue slot until a later
-    // signaled one completes: with fewer slots than --signal, the queue fills
-    // with WRs whose completion never comes.
-    if (spec.signal > spec.depth)
-        wb::usage_error("--signal " + std::to_string(spec.signal) + " is more than --depth " +
-                        std::to_string(spec.depth) + ": the send queue would fill before any WR asks for a completion");
-    if (spec.batch > spec.depth)
-        wb::usage_error("--batch " + std::to_string(spec.batch) + " is more than --depth " +
-                        std::to_string(spec.depth) + ": one post list cannot exceed the send queue");
-    spec.events = opt.given('e');
-    if (spec.events && lat && spec.op == Op::write)
-        wb::usage_error("--events with --test lat --op write: a WRITE raises no completion at its target, "
-                        "which watches memory; use --op send");
-    if (is_server && opt.given('C')) wb::usage_error("-C is a client option: the client writes the results");
-    return cl;
-}
-
-}  // namespace

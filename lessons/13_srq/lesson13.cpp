@@ -17,8 +17,8 @@
 // wait, not an error. Each client sends its N requests in one burst, so the
 // SRQ does run low; docs/lesson13-srq.md measures the RNR NAKs.
 //
-// Request k of a client (k = 1..N) asks for k + 100k; the client checks
-// every sum (common/sum_protocol.hpp, as in lesson 4).
+// The client is lesson 4's, in common/sum_burst.cpp: its request k (k = 1..N)
+// asks for k + 100k, and it checks every sum (common/sum_protocol.hpp).
 //
 // Run it on one host (rxe's loopback carries the RDMA):
 //     ./lesson13 -c 2                 server: 2 clients, one SRQ of 8 receives, limit 2
@@ -41,7 +41,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
@@ -50,7 +49,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,16 +58,12 @@
 #include "exchange.hpp"
 #include "handles.hpp"
 #include "options.hpp"
+#include "sum_burst.hpp"
 #include "sum_protocol.hpp"
 
 namespace {
 
 constexpr uint16_t kLesson = 13;  // sent in the exchange: a lesson-13 client only talks to a lesson-13 server
-constexpr int kDefaultClients = 2;
-constexpr int kDefaultSrqSize = 8;
-constexpr int kDefaultLimit = 2;
-constexpr int kDefaultRequests = 10;
-constexpr int kMaxRequests = 1000;  // a client's burst: its send and receive queues hold N each
 
 // Each receive buffer is larger than a request, as in lesson 4, so that a
 // message of the wrong length still lands and byte_len can say so.
@@ -80,7 +74,7 @@ constexpr uint32_t kSendDepth = 16;
 // A real client has at most its burst of requests unanswered; a client with
 // more answers waiting than that takes none of them (no receives posted), and
 // is dropped before its queue eats the server's memory.
-constexpr size_t kMaxWaiting = kMaxRequests;
+constexpr size_t kMaxWaiting = wb::kBurstMaxRequests;
 // The server's wr_id of a SEND: this bit set, the client's index below it.
 // A receive's wr_id is the index of its buffer.
 constexpr uint64_t kSendTag = 1ull << 32;
@@ -95,13 +89,10 @@ void post_srq_receives(ibv_srq* srq, const ibv_mr* mr, const std::vector<uint32_
     std::vector<ibv_sge> sges(slots.size());
     std::vector<ibv_recv_wr> wrs(slots.size());
     for (size_t i = 0; i < slots.size(); ++i) {
-        sges[i] = {
-            .addr = reinterpret_cast<uintptr_t>(mr->addr) + slots[i] * kRecvBufferBytes,
-            .length = kRecvBufferBytes,
-            .lkey = mr->lkey,
-        };
-        wrs[i] = {.wr_id = slots[i], .next = i + 1 < slots.size() ? &wrs[i + 1] : nullptr,
-                  .sg_list = &sges[i], .num_sge = 1};
+        sges[i] = {.addr = reinterpret_cast<uintptr_t>(mr->addr) + slots[i] * kRecvBufferBytes,
+                   .length = kRecvBufferBytes, .lkey = mr->lkey};
+        wrs[i] = {.wr_id = slots[i], .next = i + 1 < slots.size() ? &wrs[i + 1] : nullptr, .sg_list = &sges[i],
+                  .num_sge = 1};
     }
     ibv_recv_wr* bad = nullptr;
     CHECK_RC(ibv_post_srq_recv(srq, wrs.data(), &bad), "ENOMEM: more receives than the SRQ's max_wr?");
@@ -118,14 +109,8 @@ void arm_srq_limit(ibv_srq* srq, uint32_t limit) {
 // Post one signaled SEND of `length` bytes at `addr` inside `mr`.
 void post_send(ibv_qp* qp, const ibv_mr* mr, const void* addr, uint32_t length, uint64_t wr_id) {
     ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(addr), .length = length, .lkey = mr->lkey};
-    ibv_send_wr wr = {
-        .wr_id = wr_id,
-        .next = nullptr,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,
-        .send_flags = IBV_SEND_SIGNALED,  // the completion frees the answer's buffer slot
-    };
+    ibv_send_wr wr = {.wr_id = wr_id, .next = nullptr, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                      .send_flags = IBV_SEND_SIGNALED};  // the completion frees the answer's buffer slot
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
 }
@@ -134,7 +119,6 @@ void post_send(ibv_qp* qp, const ibv_mr* mr, const void* addr, uint32_t length, 
 struct Client {
     wb::Connection conn;
     wb::QueuePair qp;
-    uint32_t peer_qpn = 0;
     std::deque<wb::SumResponse> waiting;  // answers not yet posted: the send queue was full
     uint64_t answers_posted = 0;          // also picks the slot of the next answer's buffer
     uint32_t sends_in_flight = 0;
@@ -229,70 +213,15 @@ void handle_async_events(ibv_context* ctx, Srq& pool, std::vector<uint32_t>& bro
             wb::fail(std::string("async event \"") + ibv_event_type_str(ev.event_type) + "\"",
                      "the peer or the device failed; read the kernel log (dmesg)");
         default:
-            // The others are news, not failures: a port going down or up
-            // (IBV_EVENT_PORT_ERR / _ACTIVE), a QP on an SRQ whose last
-            // receive is done after it entered the error state
-            // (IBV_EVENT_QP_LAST_WQE_REACHED: now it may be destroyed), ...
+            // The others are news, not failures: a port going down or up (IBV_EVENT_PORT_ERR /
+            // _ACTIVE), a QP on an SRQ whose last receive is done after it entered the error
+            // state (IBV_EVENT_QP_LAST_WQE_REACHED: now it may be destroyed), ...
             std::printf("server: async event \"%s\"\n", ibv_event_type_str(ev.event_type));
             break;
         }
         ibv_ack_async_event(&ev);  // returns void: nothing to check
     }
 }
-
-int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int clients, uint32_t srq_size,
-          uint32_t limit);
-int ask(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int requests);
-
-}  // namespace
-
-int main(int argc, char** argv) {
-    std::string clients_arg, srq_size_arg, limit_arg, requests_arg;
-    const wb::ExtraOption extra[] = {
-        {'c', "clients", "CLIENTS", "server: how many clients to serve at once (default: 2)", &clients_arg},
-        {'s', "srq-size", "N", "server: receives in the shared receive queue (default: 8)", &srq_size_arg},
-        {'l', "limit", "L", "server: refill when fewer than L receives are left (default: 2)", &limit_arg},
-        {'n', "requests", "N", "client: how many sum requests to send, in one burst (default: 10)", &requests_arg},
-    };
-    const wb::Usage usage = {
-        .synopsis = "[options] [-c CLIENTS] [--srq-size N] [--limit L]   server: one SRQ for every client\n"
-                    "  lesson13 [options] HOST [-n N]                          client: N sum requests k + 100k",
-        .summary = "one shared receive queue (SRQ) serves many RC clients; the SRQ limit as an async event",
-        .notes = "The SRQ needs at least one receive per client (--srq-size >= -c), and 1 <= L < N.",
-        .server_scope = "The server listens on every address of this host (IPv4 and IPv6, port -p) and serves\n"
-                        "CLIENTS clients. A client that breaks the protocol is dropped (its QP to ERR, its\n"
-                        "connection closed) and the others are served to the end; then it exits 1.",
-    };
-    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
-    const bool is_server = opt.args.empty();
-    if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (is_server && opt.given('n')) wb::usage_error("-n is a client option (./lesson13 HOST -n N)");
-    for (const char letter : {'c', 's', 'l'})
-        if (!is_server && opt.given(letter))
-            wb::usage_error("-c, --srq-size and --limit are server options (./lesson13 -c CLIENTS)");
-    const int clients = opt.given('c') ? static_cast<int>(wb::parse_range(clients_arg, "-c", 1, 100)) : kDefaultClients;
-    const auto srq_size = static_cast<uint32_t>(
-        opt.given('s') ? wb::parse_range(srq_size_arg, "--srq-size", 2, 65536) : kDefaultSrqSize);
-    const auto limit = static_cast<uint32_t>(
-        opt.given('l') ? wb::parse_range(limit_arg, "--limit", 1, srq_size - 1) : kDefaultLimit);
-    // Too many clients for the SRQ: with fewer receives than clients, some
-    // client always finds none when they all send at once.
-    if (is_server && srq_size < static_cast<uint32_t>(clients))
-        wb::usage_error("an SRQ of " + std::to_string(srq_size) + " receives is too small for " +
-                        std::to_string(clients) + " clients: give it at least one receive per client (--srq-size " +
-                        std::to_string(clients) + " or more)");
-    if (is_server && limit >= srq_size) wb::usage_error("--limit must be below --srq-size");
-    const int requests =
-        opt.given('n') ? static_cast<int>(wb::parse_range(requests_arg, "-n", 1, kMaxRequests)) : kDefaultRequests;
-
-    // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
-    wb::Context ctx = wb::open_device(opt.device);
-    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
-    wb::print_address(ibv_get_device_name(ctx->device), addr);
-    return is_server ? serve(opt, ctx.get(), addr, clients, srq_size, limit) : ask(opt, ctx.get(), addr, requests);
-}
-
-namespace {
 
 int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int clients, uint32_t srq_size,
           uint32_t limit) {
@@ -310,21 +239,18 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx))};
     const int cq_size = static_cast<int>(srq_size) + clients * static_cast<int>(kSendDepth);  // every receive and SEND at once
     wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx, cq_size, nullptr, nullptr, 0))};
-    ibv_srq_init_attr srq_attr = {
-        .srq_context = nullptr,
-        .attr = {
-            .max_wr = srq_size,  // receives it holds (the device may round up)
-            .max_sge = 1,        // each receive is one buffer
-            .srq_limit = 0,      // ignored by ibv_create_srq: the limit is armed with ibv_modify_srq
-        },
-    };
+    ibv_srq_init_attr srq_attr = {.attr = {
+        .max_wr = srq_size,  // receives it holds (the device may round up)
+        .max_sge = 1,        // each receive is one buffer
+        .srq_limit = 0,      // ignored by ibv_create_srq: the limit is armed with ibv_modify_srq
+    }};
     wb::SharedReceiveQueue srq{CHECK_PTR(ibv_create_srq(pd.get(), &srq_attr), "is --srq-size within max_srq_wr?")};
     // Receive buffers: LOCAL_WRITE, our NIC writes the requests there;
     // answers: no flag, the NIC only reads them (lesson 4's reasoning).
     wb::Buffer recv_buf = wb::alloc_buffer(srq_size * kRecvBufferBytes);
-    wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), srq_size * kRecvBufferBytes,
-                                                  IBV_ACCESS_LOCAL_WRITE),
-                                       "ulimit -l: is locked memory limited?")};
+    wb::MemoryRegion recv_mr{CHECK_PTR(
+        ibv_reg_mr(pd.get(), recv_buf.get(), srq_size * kRecvBufferBytes, IBV_ACCESS_LOCAL_WRITE),
+        "ulimit -l: is locked memory limited?")};
     const size_t answer_bytes = clients * kSendDepth * sizeof(wb::SumResponse);
     wb::Buffer answer_buf = wb::alloc_buffer(answer_bytes);
     wb::MemoryRegion answer_mr{CHECK_PTR(ibv_reg_mr(pd.get(), answer_buf.get(), answer_bytes, 0),
@@ -336,11 +262,10 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
 
     // 4. Fill the SRQ, then arm its limit. Posting goes to the SRQ, not to
     //    any QP: whichever QP's request comes first takes the next receive.
-    Srq pool{.srq = srq.get(), .mr = recv_mr.get(), .limit = limit, .free_slots = {}};
-    for (uint32_t i = 0; i < srq_size; ++i) pool.free_slots.push_back(i);
-    post_srq_receives(srq.get(), recv_mr.get(), pool.free_slots);
-    pool.posted = srq_size;
-    pool.free_slots.clear();
+    Srq pool{.srq = srq.get(), .mr = recv_mr.get(), .limit = limit, .free_slots = {}, .posted = srq_size};
+    std::vector<uint32_t> all(srq_size);
+    for (uint32_t i = 0; i < srq_size; ++i) all[i] = i;
+    post_srq_receives(srq.get(), recv_mr.get(), all);
     arm_srq_limit(srq.get(), limit);
     std::printf("server: SRQ of %u receives posted; limit armed at %u\n", srq_size, limit);
     // The async fd: non-blocking, so that a read with no event returns at
@@ -360,13 +285,8 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
                 .send_cq = cq.get(),
                 .recv_cq = cq.get(),  // receives taken from the SRQ complete on the QP's recv_cq
                 .srq = srq.get(),     // THE change: this QP has no receive queue of its own
-                .cap = {
-                    .max_send_wr = kSendDepth,
-                    .max_recv_wr = 0,  // ignored with an SRQ
-                    .max_send_sge = 1,
-                    .max_recv_sge = 0,
-                },
-                .qp_type = IBV_QPT_RC,
+                .cap = {.max_send_wr = kSendDepth, .max_recv_wr = 0, .max_send_sge = 1, .max_recv_sge = 0},
+                .qp_type = IBV_QPT_RC,  // (max_recv_wr, max_recv_sge: ignored with an SRQ)
             };
             c.qp.reset(CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr)));
             const uint32_t psn = wb::random_psn();
@@ -374,7 +294,6 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
             wb::qp_to_init(c.qp.get(), addr, 0);
             wb::qp_to_rtr(c.qp.get(), addr, peer);
             wb::qp_to_rts(c.qp.get(), psn);
-            c.peer_qpn = peer.qp_num;
             std::printf("server: client %d (%s) is connected: QP 0x%x <-> 0x%x, on the SRQ\n", i + 1,
                         c.conn.peer().c_str(), c.qp->qp_num, peer.qp_num);
         }
@@ -395,16 +314,14 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     using Clock = std::chrono::steady_clock;
     for (Client& c : cs) c.last_news = Clock::now();
     int total = 0;
-    const auto busy = [&] {
-        for (const Client& c : cs)
-            if (!c.dropped && (!c.done || c.sends_in_flight > 0)) return true;
+    const auto busy = [&] {  // a client still working, or an answer still in flight
+        for (const Client& c : cs) if (!c.dropped && (!c.done || c.sends_in_flight > 0)) return true;
         return false;
     };
-    const auto client_of = [&](uint32_t qp_num) {
-        int who = 0;
-        while (who < clients && cs[who].qp->qp_num != qp_num) ++who;
-        if (who == clients) wb::fail("a completion for QP " + std::to_string(qp_num) + ", not one of ours");
-        return who;
+    const auto client_of = [&](uint32_t qp_num) -> int {
+        for (int who = 0; who < clients; ++who)
+            if (cs[who].qp->qp_num == qp_num) return who;
+        wb::fail("a completion for QP " + std::to_string(qp_num) + ", not one of ours");
     };
     std::vector<uint32_t> broken_qps;  // named by an async event
     while (busy()) {
@@ -464,10 +381,7 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
                 ++c.answers_posted;
                 ++c.sends_in_flight;
             }
-        }
-        // Each client's own clock: the others' traffic does not keep it alive.
-        for (int i = 0; i < clients; ++i) {
-            Client& c = cs[i];
+            // Each client's own clock: the others' traffic does not keep it alive.
             if (!c.dropped && !(c.done && c.sends_in_flight == 0) &&
                 Clock::now() - c.last_news > std::chrono::seconds(opt.timeout_s))
                 drop(c, i, "sent nothing for " + std::to_string(opt.timeout_s) + " s (" + std::to_string(c.served) +
@@ -480,10 +394,8 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
         std::vector<pollfd> fds{{.fd = ctx->async_fd, .events = POLLIN, .revents = 0}};
         for (const Client& c : cs)
             fds.push_back({.fd = c.done || c.dropped ? -1 : c.conn.fd(), .events = POLLIN, .revents = 0});
-        int ready;
-        do {
-            ready = poll(fds.data(), fds.size(), kIdleMs);
-        } while (ready == -1 && errno == EINTR);
+        const int ready = poll(fds.data(), fds.size(), kIdleMs);
+        if (ready == -1 && errno == EINTR) continue;  // a signal: look at the CQ again
         CHECK_ERRNO(ready);
         if (fds[0].revents & POLLIN) {
             handle_async_events(ctx, pool, broken_qps);
@@ -497,19 +409,15 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
         for (int i = 0; i < clients; ++i) {
             Client& c = cs[i];
             if (fds[i + 1].revents == 0) continue;
-            // Take what has come, never more than DONE's 4 bytes, and never
-            // wait for the rest: a client that sends "DO" and stops must not
-            // stop the loop for everyone (its clock above drops it).
-            char got[4];
-            const ssize_t got_n = recv(c.conn.fd(), got, 4 - c.token.size(), MSG_DONTWAIT);
-            if (got_n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-            if (got_n <= 0) {
-                drop(c, i, got_n == 0 ? "closed its connection before DONE"
-                                      : "lost its connection before DONE: " + wb::errno_str(errno));
+            // Take what has come of DONE, and never wait for the rest: a
+            // client that sends "DO" and stops must not stop the loop for
+            // everyone (its clock above drops it).
+            const size_t had = c.token.size();
+            if (const std::string lost = wb::take_token_bytes(c.conn, c.token, "DONE"); !lost.empty()) {
+                drop(c, i, lost);
                 continue;
             }
-            c.token.append(got, static_cast<size_t>(got_n));
-            c.last_news = Clock::now();
+            if (c.token.size() > had) c.last_news = Clock::now();
             if (c.token.size() < 4) continue;
             if (c.token != "DONE") {
                 drop(c, i, "sent \"" + wb::printable(c.token.data(), c.token.size()) + "\" instead of DONE");
@@ -521,100 +429,22 @@ int serve(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr,
     }
     int dropped = 0;
     for (const Client& c : cs) dropped += c.dropped ? 1 : 0;
-    if (dropped > 0)
-        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " + std::to_string(dropped) +
-                         " of " + std::to_string(clients) + " client" + (clients == 1 ? "" : "s") +
-                         " that broke the protocol (stderr says why)");
-    std::printf("result: served %d requests from %d client%s with one SRQ of %u receives; limit reached %d time%s\n",
-                total, clients, clients == 1 ? "" : "s", srq_size, pool.limit_events,
-                pool.limit_events == 1 ? "" : "s");
-    return 0;
-}
-
-int ask(const wb::Options& opt, ibv_context* ctx, const wb::PortAddress& addr, int requests) {
-    const auto n = static_cast<uint32_t>(requests);
-    // 2. An ordinary RC client, as in lesson 4: its own receive queue, N
-    //    deep, because it posts a receive for every answer before it sends.
-    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx))};
-    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx, 2 * requests, nullptr, nullptr, 0))};  // N SENDs + N RECVs
-    ibv_qp_init_attr qp_attr = {
-        .send_cq = cq.get(),
-        .recv_cq = cq.get(),
-        .cap = {.max_send_wr = n, .max_recv_wr = n, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
-    wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
-    const uint32_t psn = wb::random_psn();
-
-    // 3. Memory: N requests (no flag: only read by our NIC), N answers
-    //    (LOCAL_WRITE: our NIC writes them).
-    wb::Buffer req_buf = wb::alloc_buffer(n * sizeof(wb::SumRequest));
-    wb::MemoryRegion req_mr{CHECK_PTR(ibv_reg_mr(pd.get(), req_buf.get(), n * sizeof(wb::SumRequest), 0),
-                                      "ulimit -l: is locked memory limited?")};
-    wb::Buffer ans_buf = wb::alloc_buffer(n * sizeof(wb::SumResponse));
-    wb::MemoryRegion ans_mr{CHECK_PTR(ibv_reg_mr(pd.get(), ans_buf.get(), n * sizeof(wb::SumResponse),
-                                                 IBV_ACCESS_LOCAL_WRITE),
-                                      "ulimit -l: is locked memory limited?")};
-
-    // 4. INIT, then a receive for every answer, as one list (lesson 4: before the exchange).
-    wb::qp_to_init(qp.get(), addr, 0);
-    std::vector<ibv_sge> sges(n);
-    std::vector<ibv_recv_wr> rwrs(n);
-    for (uint32_t k = 0; k < n; ++k) {
-        sges[k] = {.addr = reinterpret_cast<uintptr_t>(ans_buf.get()) + k * sizeof(wb::SumResponse),
-                   .length = sizeof(wb::SumResponse), .lkey = ans_mr->lkey};
-        rwrs[k] = {.wr_id = k, .next = k + 1 < n ? &rwrs[k + 1] : nullptr, .sg_list = &sges[k], .num_sge = 1};
-    }
-    ibv_recv_wr* bad_recv = nullptr;
-    CHECK_RC(ibv_post_recv(qp.get(), rwrs.data(), &bad_recv));
-    std::printf("client: posted %u receives before the exchange\n", n);
-
-    // 5. Exchange, RTR, RTS, and wait for GO: the server starts all its clients together.
-    wb::Connection conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
-    const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
-    std::printf("client: peer %s is QP 0x%x; ours is 0x%x\n", conn.peer().c_str(), peer.qp_num, qp->qp_num);
-    wb::qp_to_rtr(qp.get(), addr, peer);
-    wb::qp_to_rts(qp.get(), psn);
-    std::printf("client: waiting for the server's GO (it starts all its clients together)\n");
-    wb::expect_token(conn, "GO!!", opt.timeout_s);
-
-    // 6. The burst: N SENDs in one ibv_post_send, chained through `next`.
-    //    If the SRQ runs out, the server's NIC answers with an RNR NAK and
-    //    ours resends after min_rnr_timer (rnr_retry 7: for ever): slower,
-    //    never an error, and no completion says it happened.
-    std::vector<ibv_sge> ssges(n);
-    std::vector<ibv_send_wr> swrs(n);
-    auto* reqs = reinterpret_cast<wb::SumRequest*>(req_buf.get());
-    for (uint32_t k = 0; k < n; ++k) {
-        reqs[k] = wb::make_sum_request(k + 1, 100 * (k + 1));  // request k+1 asks for (k+1) + 100(k+1)
-        ssges[k] = {.addr = reinterpret_cast<uintptr_t>(&reqs[k]), .length = sizeof(wb::SumRequest),
-                    .lkey = req_mr->lkey};
-        swrs[k] = {.wr_id = k, .next = k + 1 < n ? &swrs[k + 1] : nullptr, .sg_list = &ssges[k], .num_sge = 1,
-                   .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
-    }
-    ibv_send_wr* bad_send = nullptr;
-    CHECK_RC(ibv_post_send(qp.get(), swrs.data(), &bad_send));
-    std::printf("client: sent %u requests in one burst\n", n);
-
-    // 7. 2N completions, in any order between SENDs and RECVs. Answers come
-    //    in request order: one QP's messages are delivered in order, into
-    //    our receives in the order we posted them.
-    uint32_t answers = 0;
-    for (uint32_t i = 0; i < 2 * n; ++i) {
-        const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "a request's SEND or an answer's RECV", conn);
-        if (wc.opcode != IBV_WC_RECV) continue;
-        const int64_t a = answers + 1, b = 100 * a;
-        const wb::SumResult r = wb::read_sum_response(ans_buf.get() + wc.wr_id * sizeof(wb::SumResponse), wc.byte_len, a, b);
-        if (!r.error.empty()) wb::result_error(r.error);
-        if (r.sum != a + b)
-            wb::result_error("answer " + std::to_string(a) + " says " + std::to_string(r.sum) + ", not " +
-                             std::to_string(a + b));
-        ++answers;
-        std::printf("client: answer %u: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answers, a, b, r.sum);
-    }
-    wb::send_token(conn, "DONE");
-    std::printf("result: %u requests answered on QP 0x%x, every sum right\n", answers, qp->qp_num);
+    wb::print_srq_result(total, clients, dropped, srq_size, pool.limit_events);  // exits 1 if any was dropped
     return 0;
 }
 
 }  // namespace
+
+int main(int argc, char** argv) {
+    const wb::BurstArgs args = wb::parse_burst_args(argc, argv);  // checked: common/sum_burst.cpp
+    const wb::Options& opt = args.opt;
+
+    // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
+    wb::Context ctx = wb::open_device(opt.device);
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
+    wb::print_address(ibv_get_device_name(ctx->device), addr);
+    // The client is lesson 4's, its N requests in one post list (lesson 11),
+    // so that the SRQ runs low: common/sum_burst.cpp, steps 2 to 7.
+    return args.is_server ? serve(opt, ctx.get(), addr, args.clients, args.srq_size, args.limit)
+                          : wb::sum_burst_client(opt, ctx.get(), addr, kLesson, args.requests);
+}
