@@ -66,8 +66,8 @@ constexpr uint16_t kLesson = 11;  // sent in the exchange: a lesson-11 client on
 // around the timed loops below (the command line, both sides' options compared, the
 // statistics): common/bench.hpp.
 using namespace wb::bench;
-// Receives kept posted during a latency test (one is consumed per round trip
-// and posted again at once), and the send queue of a latency test.
+// Receives kept posted during a latency test (one is consumed per round trip,
+// posted again once our next message is out), and its send queue.
 constexpr uint32_t kLatQueue = 16;
 // Outstanding RDMA READs one side may have at the other (max_rd_atomic): the
 // RC protocol limits them separately from the send queue. perftest's default
@@ -353,17 +353,17 @@ int main(int argc, char** argv) {
 
         if (lat && is_server) {
             // 9s. The server's half of the ping-pong: answer each message as
-            //     it arrives. A READ needs no answer: the server's CPU is idle.
+            //     it arrives, answer first, then re-post (both sides). A READ needs no answer.
             for (uint32_t i = 0; i < n && spec.op != Op::read; ++i) {
                 if (spec.op == Op::send) {
                     reap(completed, 1, nullptr, "the client's SEND");
-                    post_receives(qp.get(), target_mr.get(), buf_bytes, 1);
                 } else {
                     wait_for_byte(mark, static_cast<uint8_t>(i % 255 + 1), opt.timeout_s);
                     *out_mark = static_cast<uint8_t>(i % 255 + 1);
                 }
                 poster.last = ++posted;
                 poster.post(posted, 1, size);
+                if (spec.op == Op::send) post_receives(qp.get(), target_mr.get(), buf_bytes, 1);
                 // Take the completions of our answers as they come, without
                 // waiting; wait only when the send queue is nearly full.
                 if (posted - completed >= kLatQueue - 1) reap(posted, 0, nullptr, "our answer's completion");
@@ -381,8 +381,8 @@ int main(int argc, char** argv) {
                 poster.last = ++posted;
                 poster.post(posted, 1, size);
                 if (spec.op == Op::send) {
+                    if (i > 0) post_receives(qp.get(), target_mr.get(), buf_bytes, 1);
                     reap(completed, 1, nullptr, "the server's answer (RECV)");
-                    post_receives(qp.get(), target_mr.get(), buf_bytes, 1);
                 } else if (spec.op == Op::write) {
                     wait_for_byte(mark, static_cast<uint8_t>(i % 255 + 1), opt.timeout_s);
                 } else {
