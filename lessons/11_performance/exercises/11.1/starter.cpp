@@ -66,12 +66,8 @@ int main(int argc, char** argv) {
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), kDepth, nullptr, nullptr, 0))};
-    ibv_qp_init_attr qp_attr = {
-        .send_cq = cq.get(),
-        .recv_cq = cq.get(),
-        .cap = {.max_send_wr = kDepth, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
+    ibv_qp_init_attr qp_attr = {.send_cq = cq.get(), .recv_cq = cq.get(), .qp_type = IBV_QPT_RC};
+    qp_attr.cap = {.max_send_wr = kDepth, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1};
     wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
     const uint32_t psn = wb::random_psn();
     // The server's buffer is WRITTEN by the client (REMOTE_WRITE, with the
