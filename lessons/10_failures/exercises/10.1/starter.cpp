@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
     const wb::PortAddress a = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), a);
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
-    wb::CompletionQueue cq_a{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))};
-    wb::CompletionQueue cq_b{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))};
+    wb::CompletionQueue cq_a{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))},
+        cq_b{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))};  // one CQ per QP
 
     // TODO(10.1): steps 2 to 4 hold three mistakes. Run the program, read the
     // status it stops at, look it up in docs/lesson10-failures.md, fix the

@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
     const wb::PortAddress a = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), a);
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
-    wb::CompletionQueue cq_a{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))};
-    wb::CompletionQueue cq_b{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))};
+    wb::CompletionQueue cq_a{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))},
+        cq_b{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))};  // one CQ per QP
     // A's source: only read by the NIC. B's inbox: written by B's NIC.
     wb::Buffer src = wb::alloc_buffer(kText);
     std::memcpy(src.get(), text.c_str(), text.size());
