@@ -377,5 +377,11 @@ if [[ -n $lab_pid ]]; then
   run_group "in a second Soft-RoCE lab, and a guest of their own: ${group_files[*]}" cat "$lab_log"
 fi
 
+# The lab this run brought up goes down before the summary, so that the
+# summary is the run's last line (the EXIT trap then has nothing to do).
+if [[ -n $lab_started ]]; then
+  scripts/lab.sh down 2>&1
+  lab_started=""
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]
