@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     std::snprintf(ts_mask, sizeof ts_mask, "0x%" PRIx64, dx.completion_timestamp_mask);
     const Row rows[] = {
         {"RC queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_RC), "ibv_create_qp(IBV_QPT_RC)",
-         "lessons 3 to 11, 13 to 15"},
+         "lessons 3 to 11, 13 to 17"},
         {"UC queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_UC), "ibv_create_qp(IBV_QPT_UC)",
          "no lesson: RC without ACKs or retries", "InfiniBand and RoCE hardware (mlx4, mlx5)"},
         {"UD queue pairs", can_create_qp(pd.get(), cq.get(), IBV_QPT_UD), "ibv_create_qp(IBV_QPT_UD)", "lesson 12"},
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
          : d.atomic_cap == IBV_ATOMIC_HCA ? "atomic_cap ATOMIC_HCA" : "atomic_cap ATOMIC_NONE",
          "lesson 7", "rxe; most InfiniBand and RoCE hardware"},
         {"on-demand paging (ODP)", (dx.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0,
-         "odp_caps.general_caps ODP_SUPPORT", "no lesson", "rxe from Linux 6.15; mlx5 hardware (ConnectX-4 and later)"},
+         "odp_caps.general_caps ODP_SUPPORT", "lesson 16", "rxe from Linux 6.15; mlx5 hardware (ConnectX-4 and later)"},
         {"completion timestamps", dx.completion_timestamp_mask != 0, std::string("completion_timestamp_mask ") + ts_mask,
          "no lesson", "not in rxe; mlx4 and mlx5 hardware (hca_core_clock)"},
         {"device memory", dx.max_dm_size > 0, "max_dm_size " + std::to_string(dx.max_dm_size), "no lesson",
