@@ -19,6 +19,7 @@ packages=(
   bats bats-support bats-assert bats-file # the test suites
   shellcheck shfmt                        # the shell style test (tests/shell_style.bats)
   nftables                                # make doctor reads the firewall (nft list ruleset); tests/doctor_lab.bats breaks it
+  liblsan0                                # lesson 12's leak test preloads gcc's LeakSanitizer runtime
   strace                                  # exercise 2.1's grader watches the kernel refuse; make bench counts doorbells
   gnuplot-nox                             # make bench's plots (PNG, no X)
   qemu-system-x86 busybox-static cpio     # the Soft-RoCE lab (scripts/lab.sh)

@@ -30,7 +30,7 @@ setup() {
 }
 
 @test "the plots are drawn from lesson 11's CSV columns, and a plot with no data is left out" {
-  command -v gnuplot >/dev/null || skip "gnuplot is not installed (scripts/install_deps.sh installs gnuplot-nox)"
+  command -v gnuplot >/dev/null || fail "gnuplot is not installed (scripts/install_deps.sh installs gnuplot-nox)"
   local dir=$BATS_TEST_TMPDIR/bench
   mkdir -p "$dir"
   {
@@ -45,7 +45,7 @@ setup() {
 }
 
 @test "a folder whose name holds a quote is only a name to the plots: gnuplot runs nothing from it" {
-  command -v gnuplot >/dev/null || skip "gnuplot is not installed (scripts/install_deps.sh installs gnuplot-nox)"
+  command -v gnuplot >/dev/null || fail "gnuplot is not installed (scripts/install_deps.sh installs gnuplot-nox)"
   local plot=$PWD/scripts/bench/plot.sh dir="x'; system 'touch pwned'; print '"
   cd "$BATS_TEST_TMPDIR" || return 1
   mkdir -p "$dir"
@@ -61,7 +61,7 @@ setup() {
 # shellcheck disable=SC2016 # the stubs' text, expanded when they run
 @test "in the lab, BENCH_SCALE reaches the measurements (through LAB_ENV), which write to a folder of their own" {
   compgen -G '/sys/class/infiniband/*' >/dev/null && skip "this host has an RDMA device: bench.sh measures here, not in a guest"
-  command -v gnuplot >/dev/null || skip "gnuplot is not installed (bench.sh needs it)"
+  command -v gnuplot >/dev/null || fail "gnuplot is not installed (bench.sh needs it; scripts/install_deps.sh installs gnuplot-nox)"
   # bench.sh in a checkout of its own, with stubs: lab.sh resets the
   # environment as the real one does (only LAB_ENV's names pass), and
   # measure.sh says what it got and writes one CSV.

@@ -17,11 +17,15 @@ setup() {
 }
 teardown() { lesson_teardown; }
 
-# Skip unless the device pages on demand (ibv_devinfo -v: general_odp_caps).
+# The device must page on demand (ibv_devinfo -v: general_odp_caps). In
+# the lab that is tests/run.sh's promise (this file's "# kernel:" line boots
+# trixie-backports for it), so a lab without ODP is a failure; only a
+# host's own device without ODP skips, saying why.
 needs_odp() {
   # shellcheck disable=SC2016 # expanded by the inner shell
-  rx_sh 'ibv_devinfo -v -d "$1" | grep -A1 general_odp_caps: | grep -q ODP_SUPPORT' _ "$RDMA_DEV" ||
-    skip "needs a device with on-demand paging: rxe from Linux 6.15 (LAB_KERNEL=trixie-backports)"
+  rx_sh 'ibv_devinfo -v -d "$1" | grep -A1 general_odp_caps: | grep -q ODP_SUPPORT' _ "$RDMA_DEV" && return 0
+  ((${#RX[@]} == 0)) || fail "the lab's device has no on-demand paging: run this suite through tests/run.sh (it boots LAB_KERNEL=trixie-backports for it), or in a lab up with LAB_KERNEL=trixie-backports"
+  skip "this host's device has no on-demand paging (rxe from Linux 6.15; in the lab: LAB_KERNEL=trixie-backports)"
 }
 
 # A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.
