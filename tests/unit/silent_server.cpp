@@ -75,8 +75,7 @@ int main(int argc, char** argv) {
 
     std::this_thread::sleep_for(std::chrono::seconds(opt.timeout_s));
     ibv_wc wc[kSlots];
-    const int n = ibv_poll_cq(cq.get(), kSlots, wc);
-    if (n < 0) wb::fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+    const int n = CHECK_POLL(ibv_poll_cq(cq.get(), kSlots, wc));
     std::printf("silent_server: %d request(s) arrived, none answered\n", n);
     return 0;
 }

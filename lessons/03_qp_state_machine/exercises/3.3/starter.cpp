@@ -48,8 +48,7 @@ constexpr uint32_t kPsnGap = 5;                // B expects A's first PSN minus 
 // Poll `cq` for one completion, at most until `deadline`; false if none came.
 bool poll_until(ibv_cq* cq, Clock::time_point deadline, ibv_wc& wc) {
     for (;;) {
-        int n = ibv_poll_cq(cq, 1, &wc);  // how many it filled (0: none yet), or < 0 on error
-        if (n < 0) wb::fail("ibv_poll_cq(cq, 1, &wc) failed (returned " + std::to_string(n) + ")");
+        int n = CHECK_POLL(ibv_poll_cq(cq, 1, &wc));  // how many it filled (0: none yet)
         if (n == 1) return true;
         if (Clock::now() >= deadline) return false;
         std::this_thread::yield();  // let the device (a kernel thread on rxe) work

@@ -46,8 +46,7 @@ void expect_success(ibv_cq* cq, const char* who_what) {
     ibv_wc wc{};
     const auto deadline = Clock::now() + std::chrono::seconds(3);
     int n = 0;
-    while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && Clock::now() < deadline) std::this_thread::yield();
-    if (n < 0) wb::fail("ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+    while ((n = CHECK_POLL(ibv_poll_cq(cq, 1, &wc))) == 0 && Clock::now() < deadline) std::this_thread::yield();
     if (n == 0) wb::fail(std::string("no completion for ") + who_what + " within 3 s");
     std::printf("%s: %s (%d, %s)\n", who_what, wb::wc_status_name(wc.status), wc.status, ibv_wc_status_str(wc.status));
     if (wc.status != IBV_WC_SUCCESS) {
