@@ -76,6 +76,18 @@ ordered() {
   assert_line --index 20 --regexp '^lesson11,lat,read,1048576,3,'
 }
 
+@test "a SEND latency sweep of all 20 sizes completes: each side posts again every receive it used" {
+  # Each size uses a receive per answer on both sides; one not posted again
+  # per size left the client none by the 17th size (128 KiB), and the
+  # server's answer then waited for ever (RNR, retried without end).
+  measure -a -n 3
+  assert_success
+  assert_line --regexp '^result: send lat 1048576 B: typical .* \(n=3\)$'
+  assert_equal "$(grep -c '^result: send lat ' <<<"$output")" 20
+  run cat "$SERVER_OUT"
+  assert_line "result: served send lat, 20 size(s), n=3"
+}
+
 @test "WRITE bandwidth counts size x iterations bytes, and a SEND stream's server receives them all" {
   measure --test bw --op write -s 65536 -n 100
   assert_success

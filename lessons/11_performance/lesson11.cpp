@@ -4,10 +4,9 @@
 // The client and the server build the same RC connection as lessons 4 to 6,
 // then the client times one of two loops:
 //   --test lat   a ping-pong: one message out, one back, again and again.
-//                Each round trip is timed with clock_gettime(CLOCK_MONOTONIC_RAW);
-//                SEND and WRITE report half of it (one way), READ all of it
-//                (a READ is a request and a response: its round trip IS its
-//                latency). We print the median ("typical"), p99, p99.9, min, max.
+//                Each round trip is timed (clock_gettime, CLOCK_MONOTONIC_RAW); SEND
+//                and WRITE report half of it (one way), READ all of it (a request
+//                and its response ARE its latency): median ("typical"), p99, p99.9, min, max.
 //   --test bw    a stream: -n messages, up to --depth of them in flight, timed
 //                from the first ibv_post_send to the last completion:
 //                bytes x iterations / seconds, in MiB/s.
@@ -32,10 +31,9 @@
 //     a post list: ibv_send_wr.next chains several WRs into one ibv_post_send
 //     ibv_query_device: max_qp_wr, max_qp_rd_atom
 //
-// Read more: man ibv_post_send (IBV_SEND_INLINE, IBV_SEND_SIGNALED), man ibv_create_qp
-// (max_inline_data), man clock_gettime; perftest's src/perftest_resources.c and
-// perftest_parameters.c (print_report_lat, print_report_bw); docs/lesson11-performance.md
-// (the method, the plots, what each curve says, exercises).
+// Read more: man ibv_post_send (IBV_SEND_INLINE, IBV_SEND_SIGNALED), man ibv_create_qp (max_inline_data),
+// man clock_gettime; perftest's src/perftest_resources.c and perftest_parameters.c (print_report_lat,
+// print_report_bw); docs/lesson11-performance.md (the method, the plots, what each curve says, exercises).
 #include <infiniband/verbs.h>
 
 #include <poll.h>
@@ -47,6 +45,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench.hpp"
@@ -62,19 +61,16 @@ namespace {
 constexpr uint16_t kLesson = 11;  // sent in the exchange: a lesson-11 client only talks to a lesson-11 server
 
 // Op, Test, their names, the sweep's sizes, the clock now_ns() (clock_gettime(CLOCK_MONOTONIC_RAW):
-// the bare counter NTP never slews; a vDSO call, no system call) and what `make bench` needs
-// around the timed loops below (the command line, both sides' options compared, the
-// statistics): common/bench.hpp.
+// the bare counter NTP never slews; a vDSO call, no system call) and what `make bench` needs around
+// the timed loops below (the command line, both sides' options compared, statistics): common/bench.hpp.
 using namespace wb::bench;
-// Receives kept posted during a latency test (one is consumed per round trip,
-// posted again once our next message is out), and its send queue.
+// Receives kept posted during a latency test (one used per round trip, posted again once our answer is out), and its send queue.
 constexpr uint32_t kLatQueue = 16;
 // Outstanding RDMA READs one side may have at the other (max_rd_atomic): the
 // RC protocol limits them separately from the send queue. perftest's default
 // is 16 too, or the device's maximum when that is smaller.
 constexpr uint8_t kReadsInFlight = 16;
-// Completions taken per ibv_poll_cq call.
-constexpr int kPollBatch = 16;
+constexpr int kPollBatch = 16;  // completions taken per ibv_poll_cq call
 
 // Waiting for completions, by busy polling (the default) or, with --events,
 // by sleeping on a completion channel (lesson 8 explains arm, wait, ack).
@@ -322,10 +318,12 @@ int main(int argc, char** argv) {
                   .remote_addr = peer.addr, .rkey = peer.rkey};
     ibv_wc wc[kPollBatch];
     uint64_t posted = 0, completed = 0;  // WRs over the whole run: wr_id counts on across sizes
-    // Wait until every WR up to `seq` is complete; receives re-posted as they
-    // are used. Returns the RECV completions seen (and their bytes, in *bytes).
+    // Wait until every WR up to `seq_done` is complete and `recvs_wanted` RECVs came; return the
+    // RECVs taken (bytes added to *bytes). A RECV that comes while we want none (the peer's next
+    // message, as we wait for our own completions) is kept for the next call, or both sides wait.
+    uint32_t early_recvs = 0;
     auto reap = [&](uint64_t seq_done, uint32_t recvs_wanted, uint64_t* bytes, const char* what) {
-        uint32_t recvs = 0;
+        uint32_t recvs = recvs_wanted > 0 ? std::exchange(early_recvs, 0) : 0;
         while (completed < seq_done || recvs < recvs_wanted) {
             const int n = waiter.wait(wc, kPollBatch, what);
             for (int i = 0; i < n; ++i) {
@@ -338,6 +336,7 @@ int main(int argc, char** argv) {
                 }
             }
         }
+        if (recvs_wanted == 0) early_recvs += recvs;
         return recvs;
     };
 
@@ -391,6 +390,7 @@ int main(int argc, char** argv) {
                 if (posted - completed >= kLatQueue - 1) reap(posted, 0, nullptr, "our SEND's completion");
             }
             stamps[n] = now_ns();
+            if (spec.op == Op::send) post_receives(qp.get(), target_mr.get(), buf_bytes, 1);  // the last answer's
             reap(posted, 0, nullptr, "our last completion");
             std::vector<int64_t> rtt(n);
             for (uint32_t i = 0; i < n; ++i) rtt[i] = stamps[i + 1] - stamps[i];
