@@ -15,7 +15,7 @@
 #   bench/measure.sh   the runs, the side-by-side table, the goals (on the device)
 #   bench/plot.sh      gnuplot: the CSVs into PNG plots (here)
 # BENCH_SCALE=N multiplies every iteration count (default 1: a few minutes).
-# BENCH_ROUNDS=N: rounds of lesson 11 against perftest (default 3), each
+# BENCH_ROUNDS=N: rounds of lesson 11 against perftest (default 5), each
 # tool's runs interleaved with the other's; the ratio is their median.
 #
 # Exit status: 0 when everything was measured and plotted (a goal not met
@@ -44,8 +44,8 @@ while (($#)); do
   esac
 done
 [[ ${BENCH_SCALE:-1} =~ ^[1-9][0-9]?$ ]] || misuse "BENCH_SCALE must be 1 to 99, not '${BENCH_SCALE}'"
-[[ ${BENCH_ROUNDS:-3} =~ ^[1-9][0-9]?$ ]] || misuse "BENCH_ROUNDS must be 1 to 99, not '${BENCH_ROUNDS}'"
-export BENCH_SCALE=${BENCH_SCALE:-1} BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+[[ ${BENCH_ROUNDS:-5} =~ ^[1-9][0-9]?$ ]] || misuse "BENCH_ROUNDS must be 1 to 99, not '${BENCH_ROUNDS}'"
+export BENCH_SCALE=${BENCH_SCALE:-1} BENCH_ROUNDS=${BENCH_ROUNDS:-5}
 
 # split_guest_output OUT: the guest's output from stdin; after a line
 # "==> NAME <==", lines go to OUT/NAME, before any, to stdout as they come
