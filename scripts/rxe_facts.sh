@@ -12,7 +12,7 @@
 #   build/tests/rxe_facts window               READ and WRITE across a window's end; SEND_WITH_INV's flags
 #   build/tests/rxe_facts srq-limit            the SRQ limit event against its completion
 #   build/tests/rxe_facts mcast-attach         a group joined with ibv_attach_mcast alone
-#   ./lesson10 (server and client)             each scenario's async events, both sides
+#   ./lesson10, ./lesson10_nak (both sides)    each scenario's async events, both sides
 #   ./lesson11 (server and client, taskset)    send latency, busy polling and --events
 # keeps each kernel's raw output in build/rxe-facts/KERNEL.txt and writes
 # docs/rxe.md from all of them (a kernel not measured this time keeps the
@@ -25,23 +25,26 @@ kernels=("$@")
 [[ ${#kernels[@]} -gt 0 ]] || kernels=(bookworm trixie trixie-backports)
 out=build/rxe-facts
 mkdir -p "$out" build/tests
-make -s lesson15_probe build/libworkbook.a
+make -s lesson10 lesson10_nak lesson11 lesson15_probe build/libworkbook.a
 g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-missing-field-initializers -Icommon \
   tests/helpers/rxe_facts.cpp build/libworkbook.a -libverbs -lrdmacm -o build/tests/rxe_facts
 
-# In the guest: every scenario of lesson 10, server and client on one host,
-# the lines where each side reports its async events (or none), and the
-# client's result line.
+# In the guest: every scenario of lesson 10's two programs (./lesson10 for
+# the QP settings, ./lesson10_nak for the responder's NAKs), server and
+# client on one host, the lines where each side reports its async events
+# (or none), and the client's result line.
 # shellcheck disable=SC2016 # expanded by the guest's bash
 lesson10_events='port=18600
-for s in $(./lesson10 --list | cut -d" " -f1); do
-  port=$((port + 1))
-  ./lesson10 -p $port --timeout 20 >/tmp/server.out 2>&1 &
-  for i in $(seq 50); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
-  ./lesson10 -p $port --timeout 20 127.0.0.1 "$s" >/tmp/client.out 2>&1
-  wait
-  echo "$s: $(grep -hE "^(client|server): (no )?async event" /tmp/client.out /tmp/server.out | paste -sd";" | sed "s/;/; /g")"
-  echo "$s: $(grep "^result:" /tmp/client.out | tail -n 1)"
+for p in lesson10 lesson10_nak; do
+  for s in $(./$p --list | cut -d" " -f1); do
+    port=$((port + 1))
+    ./$p -p $port --timeout 20 >/tmp/server.out 2>&1 &
+    for i in $(seq 50); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
+    ./$p -p $port --timeout 20 127.0.0.1 "$s" >/tmp/client.out 2>&1
+    wait
+    echo "$s: $(grep -hE "^(client|server): (no )?async event" /tmp/client.out /tmp/server.out | paste -sd";" | sed "s/;/; /g")"
+    echo "$s: $(grep "^result:" /tmp/client.out | tail -n 1)"
+  done
 done'
 # Lesson 11's send latency, 1000 round trips: busy polling with a vCPU per
 # side, then on completion events with both sides on vCPU 0 (as make bench).
