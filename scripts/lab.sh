@@ -54,7 +54,8 @@
 #   down   stop the lab; no qemu process is left. Nothing up: succeeds.
 #   --pair with up, status, down: the two guests of pair, staying up, in
 #          the folder LAB_PAIR_DIR names; exec --guest a|b runs in one of
-#          them, and pair runs its commands there (no boot) while they are up.
+#          them, and pair runs its commands there (no boot) while they are up
+#          (when LAB_KERNEL and LAB_CPUS, if set, match them).
 #   xfer   print the folder the lab's guest may write, seen at the same path
 #          on both sides (tests/run.sh puts Bats' TMPDIR there).
 #

@@ -1,7 +1,11 @@
 #!/usr/bin/env bats
+# uses: pair
+# Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
+# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# capture when none is up (bats tests/FILE.bats alone).
 # make capture LESSON=N: each two-process lesson runs across two lab guests
 # joined by a virtual cable, and the capture holds the operations the lesson
-# is named for. Runs on the host: every test boots a pair of guests itself.
+# is named for.
 # This is also where the lessons are shown to work across two hosts.
 # Also here, with nothing booted: capture_lesson.sh's refusals,
 # capture_command.sh's options on this host's loopback, and ladder.sh's

@@ -1,10 +1,13 @@
 #!/usr/bin/env bats
+# uses: pair
+# Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
+# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# capture when none is up (bats tests/FILE.bats alone).
 # make capture LESSON=10 SCENARIO=NAME: lesson 10's failures (./lesson10's
 # scenarios and ./lesson10_nak's) across two lab guests joined by a virtual
 # cable, and what the wire carries for each, read with Wireshark's own
 # fields: the AETH syndrome of an RNR NAK and of a NAK, and the same PSN sent
-# again and again when nothing answers. Runs on the host: every test boots a
-# pair of guests itself, except the refusals at the end, which boot nothing.
+# again and again when nothing answers. The refusals at the end boot nothing.
 
 bats_require_minimum_version 1.5.0
 

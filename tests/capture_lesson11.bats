@@ -1,9 +1,12 @@
 #!/usr/bin/env bats
+# uses: pair
+# Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
+# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# capture when none is up (bats tests/FILE.bats alone).
 # make capture LESSON=11: lesson 11's short run (run.conf: 100 round trips of
 # a 2-byte SEND) across two lab guests joined by a virtual cable. This is
 # where lesson 11 is shown to work across two hosts, and the wire shows the
-# ping-pong: as many SENDs from each side as round trips. Runs on the host:
-# the test boots a pair of guests itself.
+# ping-pong: as many SENDs from each side as round trips.
 
 bats_require_minimum_version 1.5.0
 

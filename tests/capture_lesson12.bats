@@ -1,8 +1,12 @@
 #!/usr/bin/env bats
+# uses: pair
+# Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
+# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# capture when none is up (bats tests/FILE.bats alone).
 # Lesson 12 across two lab guests joined by a virtual cable: what UD
 # (./lesson12, as make capture LESSON=12 runs it) and multicast
-# (./lesson12_mcast, its second program) look like on the wire. Runs on the host: every test boots a pair
-# of guests itself (the setup and helpers are tests/capture.bats's).
+# (./lesson12_mcast, its second program) look like on the wire. Each test uses a pair
+# of guests (the setup and helpers are tests/capture.bats's).
 
 bats_require_minimum_version 1.5.0
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bats
+# uses: pair
+# Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
+# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# capture when none is up (bats tests/FILE.bats alone).
 # make capture LESSON=13, and lesson 13 with two clients across two lab
 # guests: one SRQ at the server serves both clients' QPs, and the wire shows
-# each client's SENDs going to its own server QP. Runs on the host: every
-# test boots a pair of guests itself (the setup and helpers are
+# each client's SENDs going to its own server QP. Each
+# test uses a pair of guests (the setup and helpers are
 # tests/capture.bats's).
 
 bats_require_minimum_version 1.5.0

@@ -1,9 +1,13 @@
 #!/usr/bin/env bats
+# uses: pair
+# Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
+# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# capture when none is up (bats tests/FILE.bats alone).
 # make capture LESSON=14: lesson 14 across two lab guests joined by a virtual
 # cable. The capture shows the window at work: READs and a WRITE with the
 # window's rkey answered, the READ after the revoke answered by a NAK "remote
 # access error", the re-bound rkey answered again, and the client's SEND with
-# Invalidate. Runs on the host: the test boots a pair of guests itself.
+# Invalidate.
 
 bats_require_minimum_version 1.5.0
 

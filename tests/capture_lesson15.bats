@@ -1,8 +1,12 @@
 #!/usr/bin/env bats
+# uses: pair
+# Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
+# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# capture when none is up (bats tests/FILE.bats alone).
 # make capture LESSON=15: lesson 15 runs across two lab guests joined by a
 # virtual cable. The extended verbs change the API, not the wire: the capture
 # holds the same packets as lesson 4's, opcode for opcode and byte for byte
-# in length. Runs on the host: every test boots a pair of guests itself.
+# in length.
 
 bats_require_minimum_version 1.5.0
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bats
+# uses: pair
+# Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
+# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# capture when none is up (bats tests/FILE.bats alone).
 # Lesson 17 across two lab guests joined by a virtual cable, first clean
 # (make capture LESSON=17), then with netem dropping some of the client's
 # frames (scripts/lab.sh pair --netem-b): the wire shows go-back-N, the
 # counters agree with the wire, and retry_cnt 0 turns the first NAK into
-# IBV_WC_RETRY_EXC_ERR. Runs on the host: every test boots a pair of guests.
+# IBV_WC_RETRY_EXC_ERR. Each test uses a pair of guests.
 
 bats_require_minimum_version 1.5.0
 

@@ -138,7 +138,7 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   assert_equal "$(our_qemus)" ""
 }
 
-@test "a pair that stays up runs lab.sh pair as a cold pair would: prefixes, --ready, exit status, the capture" {
+@test "a pair that stays up runs lab.sh pair as a cold pair would: prefixes, --ready, exit status, the capture; another LAB_CPUS boots its own" {
   export LAB_PAIR_DIR="$BATS_FILE_TMPDIR/pair"
   scripts/lab.sh up --pair 3>&-
   # shellcheck disable=SC2016 # expanded in the guests
@@ -150,6 +150,13 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   assert_equal "${stderr_lines[${#stderr_lines[@]} - 1]}" "lab.sh: a exited 3, b exited 0"
   run tshark -r "$BATS_TEST_TMPDIR/wire.pcap" -Y infiniband -T fields -e infiniband.bth.opcode
   [[ ${#lines[@]} -gt 0 ]] || fail "no RoCE packet in the capture"
+  # A pair of other vCPUs than LAB_CPUS asks for does not stand in: two
+  # guests of their own boot, and say how many vCPUs they have.
+  LAB_CPUS=2 run -0 --separate-stderr scripts/lab.sh pair --a nproc --b nproc
+  assert_line "[a] 2"
+  assert_line "[b] 2"
+  [[ $stderr == *"the pair that is up runs "*" with 1 vCPU(s), not what LAB_KERNEL/LAB_CPUS ask for: booting two guests of their own"* ]] ||
+    fail "pair did not say why it booted: $stderr"
   run -0 scripts/lab.sh down --pair
   assert_equal "$(pgrep -f -- "qemu-system-x86_64 .*$LAB_PAIR_DIR/" || true)" ""
 }

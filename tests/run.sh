@@ -20,9 +20,8 @@
 #   LAB_KERNEL=K.
 # - "# uses: pair": suites whose `lab.sh pair` runs may go through a pair of
 #   guests that stays up for them (scripts/lab.sh up --pair, LAB_PAIR_DIR):
-#   two boots for all of them. The capture suites do not say it: in a warm
-#   pair they saw resends and races their counts do not allow (docs/lab.md),
-#   so each capture boots a fresh pair.
+#   two boots for all of them. The capture suites say it (lesson 16's, whose
+#   backports kernel the pair does not run, boots its own pair per capture).
 # - "# runs-on: lab-guest": suites that change the device itself (setup_rxe.sh
 #   up and down): Bats runs inside a throw-away guest of their own
 #   (scripts/lab.sh run), so that the shared lab's rxe0 is never touched.

@@ -52,8 +52,13 @@ cmd_pair() {
 
   if [[ -n ${LAB_PAIR_DIR:-} ]] && agent status "$LAB_PAIR_DIR/a" >/dev/null 2>&1 &&
     agent status "$LAB_PAIR_DIR/b" >/dev/null 2>&1; then
-    pair_through_up "$timeout" "$pcap" "$ready" "$cmd_a" "$cmd_b"
-    exit $?
+    # Only a pair of the kernel and vCPUs asked for (LAB_KERNEL, LAB_CPUS)
+    # may stand in for two fresh guests; otherwise two of their own boot.
+    if up_kernel_matches "$LAB_PAIR_DIR/a" && up_cpus_match "$LAB_PAIR_DIR/a"; then
+      pair_through_up "$timeout" "$pcap" "$ready" "$cmd_a" "$cmd_b"
+      exit $?
+    fi
+    echo "lab.sh: the pair that is up runs $(cat "$LAB_PAIR_DIR/a/kernel") with $(cat "$LAB_PAIR_DIR/a/cpus" 2>/dev/null || echo 1) vCPU(s), not what LAB_KERNEL/LAB_CPUS ask for: booting two guests of their own" >&2
   fi
   check_host
   local lab rundir role qemu_status fifo fd

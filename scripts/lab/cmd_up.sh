@@ -107,6 +107,7 @@ up_guest() {
   kernel=$(head -n 1 <<<"$lab")
   # Which kernel this lab boots, "SUITE VERSION", for status and up.
   echo "$(lab_suite) $(kernel_version "$kernel")" >"$state/kernel"
+  guest_cpus >"$state/cpus" # for pair, which runs in a pair that is up only when they match
   rm -rf "$state/share" "$state/xfer" "$state"/{console.log,qemu.log,agent.log,stopped,qga.sock,exec.sock,qmp.sock}
   mkdir -p "$state/share" "$state/xfer"
   chmod 1777 "$state/xfer"
@@ -203,6 +204,12 @@ up_kernel_matches() {
   local running=bookworm
   [[ ! -s $1/kernel ]] || read -r running _ <"$1/kernel"
   [[ $running == "$(lab_suite)" ]]
+}
+
+# up_cpus_match STATE: true unless LAB_CPUS is set and the lab up in STATE
+# has another number of vCPUs (a lab with no record counts as a match).
+up_cpus_match() {
+  [[ -z ${LAB_CPUS:-} || ! -s $1/cpus ]] || [[ $(<"$1/cpus") == "$LAB_CPUS" ]]
 }
 
 cmd_down() {
