@@ -344,6 +344,7 @@ if ((${#device_suites[@]} + ${#late_suites[@]})); then
   {
     ((${#device_suites[@]} == 0)) || run_device "${device_suites[@]}"
     run_late
+    echo "# this lane took $SECONDS s from the start of tests/run.sh"
   } >"$device_log" 2>&1 &
   device_pid=$!
   echo "== $where, alongside the host suites (shown when done): ${device_suites[*]} ${late_suites[*]}"
@@ -354,6 +355,7 @@ if ((${#lab_suites[@]} + ${#guest_suites[@]})); then
   {
     ((${#lab_suites[@]} == 0)) || run_lab "${lab_suites[@]}"
     run_guest
+    echo "# this lane took $SECONDS s from the start of tests/run.sh"
   } >"$lab_log" 2>&1 &
   lab_pid=$!
   echo "== in a second Soft-RoCE lab and a guest of their own, alongside (shown when done): ${lab_suites[*]} ${guest_suites[*]}"
@@ -362,6 +364,7 @@ fi
 if ((${#pair_suites[@]} + ${#host_suites[@]})); then
   group_files=("${pair_suites[@]}" "${host_suites[@]}")
   run_group "on this host: ${group_files[*]}" run_host
+  echo "# this lane took $SECONDS s from the start of tests/run.sh"
 fi
 
 if [[ -n $device_pid ]]; then
