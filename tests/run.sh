@@ -28,9 +28,10 @@
 # Everything else runs on this host (the stubbed setup_rxe.sh tests, the
 # unit tests, the lab's own tests and the captures, which boot guests).
 #
-# What may run at the same time, in three lanes (a suite may say
-# "# lane: device" to run at the end of the first lane instead of in the
-# third, to even the lanes out): the rxe suites one after another on one device, because several of them read device-wide counters
+# What may run at the same time, in three lanes (a host suite that boots
+# guests of its own may say "# lane: device" or "# lane: lab" to run at the
+# end of the first or second lane instead of in the third, to even the
+# lanes out): the rxe suites one after another on one device, because several of them read device-wide counters
 # (lessons 4, 10, 12 and 13, retry_exceeded) that another suite's traffic
 # would move; the lab suites one after another on a second device (their
 # graders read counters too); and the host suites, then the lab-guest ones,
@@ -120,7 +121,7 @@ if ! make -q all units 2>/dev/null; then
   fi
 fi
 
-host_suites=() device_suites=() lab_suites=() guest_suites=() pair_suites=() late_suites=()
+host_suites=() device_suites=() lab_suites=() guest_suites=() pair_suites=() late_suites=() lab_late_suites=()
 for s in "${suites[@]}"; do
   if grep -q '^# runs-on: rxe$' "$s" && grep -qE '^# (needs: two vCPUs|kernel: .+)$' "$s"; then
     lab_suites+=("$s")
@@ -134,6 +135,8 @@ for s in "${suites[@]}"; do
     guest_suites+=("$s")
   elif grep -q '^# lane: device$' "$s"; then
     late_suites+=("$s")
+  elif grep -q '^# lane: lab$' "$s"; then
+    lab_late_suites+=("$s")
   else
     host_suites+=("$s")
   fi
@@ -260,6 +263,15 @@ run_host() {
   fi
 }
 
+# The host suites marked "# lane: lab" (they boot guests of their own),
+# at the end of the lab lane.
+run_lab_late() {
+  ((${#lab_late_suites[@]})) || return 0
+  # Not in the second lab (run_lab exported LAB_UP_DIR): guests of their own.
+  BATS_TEST_TIMEOUT=${given_timeout:-360} env -u LAB_UP_DIR \
+    timeout -k 10 "$(group_limit "${lab_late_suites[@]}")" tests/run.sh --each "${lab_late_suites[@]}"
+}
+
 # The suites that run Bats in a throw-away guest of their own.
 run_guest() {
   ((${#guest_suites[@]})) || return 0
@@ -351,14 +363,15 @@ if ((${#device_suites[@]} + ${#late_suites[@]})); then
 fi
 
 lab_pid=""
-if ((${#lab_suites[@]} + ${#guest_suites[@]})); then
+if ((${#lab_suites[@]} + ${#guest_suites[@]} + ${#lab_late_suites[@]})); then
   {
     ((${#lab_suites[@]} == 0)) || run_lab "${lab_suites[@]}"
     run_guest
+    run_lab_late
     echo "# this lane took $SECONDS s from the start of tests/run.sh"
   } >"$lab_log" 2>&1 &
   lab_pid=$!
-  echo "== in a second Soft-RoCE lab and a guest of their own, alongside (shown when done): ${lab_suites[*]} ${guest_suites[*]}"
+  echo "== in a second Soft-RoCE lab and a guest of their own, alongside (shown when done): ${lab_suites[*]} ${guest_suites[*]} ${lab_late_suites[*]}"
 fi
 
 if ((${#pair_suites[@]} + ${#host_suites[@]})); then
@@ -375,7 +388,7 @@ fi
 
 if [[ -n $lab_pid ]]; then
   wait "$lab_pid"
-  group_files=("${lab_suites[@]}" "${guest_suites[@]}")
+  group_files=("${lab_suites[@]}" "${guest_suites[@]}" "${lab_late_suites[@]}")
   run_group "in a second Soft-RoCE lab, and a guest of their own: ${group_files[*]}" cat "$lab_log"
 fi
 
