@@ -90,7 +90,7 @@ def main(folder):
     p('  raise none in any scenario. Lesson 10\'s test names each kernel\'s line.')
     p('- **atomic write, flush** arrived in rxe in 6.2, **ODP** in 6.15: lesson 15\'s')
     p('  probe and its test name each kernel\'s count.')
-    p('- **lesson 11\'s busy polling** is 3 to 4 times slower on 6.12 and 7.3 than on')
+    p('- **lesson 11\'s busy polling** is 4 to 5 times slower on 6.12 and 7.3 than on')
     p('  6.1 (the load is beside the numbers; both sides have a vCPU each, as in')
     p('  `make bench`). 6.1\'s rxe does a QP\'s packet work in tasklets, run in the')
     p('  softirq of the CPU that posted or received; later kernels queue it to a')
