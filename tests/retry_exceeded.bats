@@ -2,8 +2,8 @@
 # runs-on: rxe
 #
 # retry_cnt, and a peer that dies after RTS. Lessons 4-8's clients send to a QP that no
-# longer exists and must say so with IBV_WC_RETRY_EXC_ERR (12) within about a
-# second: retry_cnt 6 gives 7 tries of 67 ms (common/connect.cpp), where 7
+# longer exists and must say so with IBV_WC_RETRY_EXC_ERR (12) once its tries
+# run out: retry_cnt 6 gives 7 tries of 67 ms (common/connect.cpp), where 7
 # would retry for ever on rxe. tests/helpers/kill_relay.py sits on the TCP
 # exchange, kills the server the moment it says "go" (RTR! or GO!!), and only
 # then passes the word on, so the client's first RDMA request always meets a
@@ -24,7 +24,8 @@ retries_exceeded() {
 
 # die_after_go LESSON TOKEN SERVER_LINE CLIENT_ARGS...: start LESSON's server,
 # put the relay in front of it, run the client through the relay, and check
-# that the client reported status 12 between 0.3 s and 2 s after the token.
+# that the client reported status 12 between 0.3 s and 3 s after the token
+# (0.47 s when idle; 1.48 s was measured once on a loaded host).
 die_after_go() {
   local lesson=$1 token=$2 line=$3
   shift 3
@@ -54,30 +55,30 @@ die_after_go() {
     fail "no IBV_WC_RETRY_EXC_ERR (12) in the client's stderr:"$'\n'"$stderr"
   [[ "$stderr" == *exited* ]] || fail "the client's message does not name the likely cause (the peer exited): $stderr"
   refute_output --partial "result: "
-  awk -v t="$took" 'BEGIN { exit !(t > 0.3 && t < 2.0) }' ||
+  awk -v t="$took" 'BEGIN { exit !(t > 0.3 && t < 3.0) }' ||
     fail "status 12 came $took s after the server died; 7 tries x 67 ms is 0.47 s"
   assert_equal "$((after - before))" 1
   wait_server 5
   assert_equal "$SERVER_STATUS" 137 # SIGKILL, from the relay
 }
 
-@test "lesson 4: a client whose server dies after RTR! gets IBV_WC_RETRY_EXC_ERR within a second" {
+@test "lesson 4: a client whose server dies after RTR! gets IBV_WC_RETRY_EXC_ERR once its 7 tries run out" {
   die_after_go lesson4 'RTR!' "waiting for a client" 127.0.0.1 2 3
 }
 
-@test "lesson 5: a WRITE with immediate to a server that died after RTR! ends in IBV_WC_RETRY_EXC_ERR within a second" {
+@test "lesson 5: a WRITE with immediate to a server that died after RTR! ends in IBV_WC_RETRY_EXC_ERR once its 7 tries run out" {
   die_after_go lesson5 'RTR!' "waiting for a client" 127.0.0.1
 }
 
-@test "lesson 6: a READ from a server that died after RTR! ends in IBV_WC_RETRY_EXC_ERR within a second" {
+@test "lesson 6: a READ from a server that died after RTR! ends in IBV_WC_RETRY_EXC_ERR once its 7 tries run out" {
   die_after_go lesson6 'RTR!' "waiting for a client" 127.0.0.1
 }
 
-@test "lesson 7: an atomic on a server that died after GO!! ends in IBV_WC_RETRY_EXC_ERR within a second" {
+@test "lesson 7: an atomic on a server that died after GO!! ends in IBV_WC_RETRY_EXC_ERR once its 7 tries run out" {
   die_after_go lesson7 'GO!!' "waiting for client 1 of 1" 127.0.0.1
 }
 
-@test "lesson 8: an event-driven client whose server died after RTR! gets IBV_WC_RETRY_EXC_ERR within a second" {
+@test "lesson 8: an event-driven client whose server died after RTR! gets IBV_WC_RETRY_EXC_ERR once its 7 tries run out" {
   die_after_go lesson8 'RTR!' "waiting for a client" 127.0.0.1 2 3
 }
 
