@@ -1,5 +1,4 @@
 #!/usr/bin/env bats
-# lane: lab
 # The lab that stays up: scripts/lab.sh up, exec, status, down. A lab of its
 # own (LAB_UP_DIR), beside the one the lessons' suites use: booted once for
 # most tests; the idle stop and the dead guest boot one each.
