@@ -46,7 +46,8 @@ die_after_go() {
   ended=$(cat "$BATS_TEST_TMPDIR/ended")
   after=$(retries_exceeded)
   wait_helper relay 10
-  assert_file_exists "$stamp"
+  # shellcheck disable=SC2154 # stderr: set by Bats' run --separate-stderr
+  [[ -e $stamp ]] || fail "the relay wrote no stamp: $(cat "$BATS_TEST_TMPDIR/relay.out" "$BATS_TEST_TMPDIR/relay.err" 2>&1); the client said: $output $stderr"
   took=$(awk -v a="$(cat "$stamp")" -v b="$ended" 'BEGIN { printf "%.3f", b - a }')
   echo "client exited $took s after the server's $token" >&3
   assert_failure 1

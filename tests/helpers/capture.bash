@@ -42,9 +42,13 @@ capture() {
   mapfile -t lines <<<"$made"
 }
 
-# opcodes N: the BTH opcodes in captures/lessonN.pcap, one per line, in order.
+# opcodes N: the BTH opcodes in captures/lessonN.pcap, one per line, in
+# order, each packet once: a resend (the same source, opcode and PSN, sent
+# again when its ACK came later than the 67 ms timeout on a loaded host) is
+# left out, as the ladder marks it RETRANSMIT.
 opcodes() {
-  tshark -r "captures/lesson$1.pcap" -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null
+  tshark -r "captures/lesson$1.pcap" -Y infiniband -T fields -e ip.src -e infiniband.bth.opcode \
+    -e infiniband.bth.psn 2>/dev/null | awk '!seen[$0]++ { print $2 }'
 }
 
 # tshark on a capture, without its "running as root" warning on stderr.
