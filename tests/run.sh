@@ -242,10 +242,15 @@ each_in_lab() {
 
 # The host suites marked "# lane: device" (they boot guests of their own),
 # after the device lane's: the lanes end closer together.
-run_late() {
-  ((${#late_suites[@]})) || return 0
-  BATS_TEST_TIMEOUT=${given_timeout:-360} \
-    timeout -k 10 "$(group_limit "${late_suites[@]}")" tests/run.sh --each "${late_suites[@]}"
+run_late() { run_own_guests "${late_suites[@]}"; }
+
+# run_own_guests FILE...: host suites that boot guests of their own, with the
+# host suites' bound; never in a lab of this run (run_lab exports
+# LAB_UP_DIR in the lab lane).
+run_own_guests() {
+  (($#)) || return 0
+  BATS_TEST_TIMEOUT=${given_timeout:-360} env -u LAB_UP_DIR \
+    timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
 }
 
 # The host lane: the pair suites in a pair that stays up, the host suites,
@@ -265,12 +270,7 @@ run_host() {
 
 # The host suites marked "# lane: lab" (they boot guests of their own),
 # at the end of the lab lane.
-run_lab_late() {
-  ((${#lab_late_suites[@]})) || return 0
-  # Not in the second lab (run_lab exported LAB_UP_DIR): guests of their own.
-  BATS_TEST_TIMEOUT=${given_timeout:-360} env -u LAB_UP_DIR \
-    timeout -k 10 "$(group_limit "${lab_late_suites[@]}")" tests/run.sh --each "${lab_late_suites[@]}"
-}
+run_lab_late() { run_own_guests "${lab_late_suites[@]}"; }
 
 # The suites that run Bats in a throw-away guest of their own.
 run_guest() {
