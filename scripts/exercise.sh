@@ -40,7 +40,7 @@ misuse() {
 list() {
   local d
   for d in lessons/[0-9][0-9]_*/exercises/[0-9]*.[0-9]*/; do
-    [[ -f $d/grade.bash ]] && printf '%s\t%s\n' "$(basename "$d")" "${d%/}"
+    d=${d%/} && [[ -f $d/grade.bash ]] && printf '%s\t%s\n' "${d##*/}" "$d"
   done | sort -t. -k1,1n -k2,2n
 }
 

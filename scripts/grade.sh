@@ -50,7 +50,7 @@ done
 
 # Every exercise folder, in lesson order: "N.M<TAB>folder".
 mapfile -t all < <(for d in lessons/[0-9][0-9]_*/exercises/[0-9]*.[0-9]*/; do
-  [[ -f $d/grade.bash ]] && printf '%s\t%s\n' "$(basename "$d")" "${d%/}"
+  d=${d%/} && [[ -f $d/grade.bash ]] && printf '%s\t%s\n' "${d##*/}" "$d"
 done | sort -t. -k1,1n -k2,2n)
 ((${#all[@]})) || misuse "no exercises found under lessons/*/exercises/"
 

@@ -41,7 +41,7 @@ stream() {
   assert_line --partial "(default: 65536)"
   assert_line --partial "-m, --mtu=BYTES       largest path MTU to use: 256, 512, 1024, 2048, 4096 (default: 1024;"
   assert_line --partial "(default: 14 = 67 ms)"
-  assert_line --partial "client: retry_cnt, resends without progress, 0..7 (default: 6;"
+  assert_line --partial "client: retry_cnt, resends one WRITE may need, 0..7 (default: 6;"
   assert_line --partial "(default: 18515)"
   assert_line --partial "scripts/lab.sh pair --netem-a 'loss 1%'"
 }

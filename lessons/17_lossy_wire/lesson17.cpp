@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
         {'m', "mtu", "BYTES", "largest path MTU to use: 256, 512, 1024, 2048, 4096 (default: 1024;\n"
                               "                        both sides' -m and active MTUs: the smallest wins)", &mtu_text},
         {'a', "ack-timeout", "EXP", "client: ACK timeout 4.096 us * 2^EXP, 1..31 (default: 14 = 67 ms)", &ack_text},
-        {'r', "retry", "N", "client: retry_cnt, resends without progress, 0..7 (default: 6;\n"
+        {'r', "retry", "N", "client: retry_cnt, resends one WRITE may need, 0..7 (default: 6;\n"
                             "                        7 = for ever on rxe)", &retry_text},
     };
     const wb::Usage usage = {
@@ -206,11 +206,11 @@ int main(int argc, char** argv) {
     //    is not acknowledged: `timeout` is its length, 4.096 us * 2^timeout
     //    (0 would mean "wait for ever"). When it expires the requester
     //    resends from that packet on; `retry_cnt` is how many times it may
-    //    do so without progress before the WRITE fails with
-    //    IBV_WC_RETRY_EXC_ERR. A resend a NAK starts counts too (-r 0 fails
-    //    on the first NAK). An ACK that moves the window forward resets the
-    //    count, so a lossy but live cable costs time, not errors, until
-    //    retry_cnt + 1 tries of one packet in a row are all lost.
+    //    do so before the WRITE fails with IBV_WC_RETRY_EXC_ERR. A resend a
+    //    NAK starts counts too (-r 0 fails on the first NAK). rxe gives the
+    //    count back when the oldest WRITE completes (rxe_comp.c), so a lossy
+    //    but live cable costs time, not errors, until one WRITE meets
+    //    retry_cnt + 1 NAKs or timeouts.
     if (is_server) {
         wb::qp_to_rts(qp.get(), psn);  // the responder sends only ACKs and NAKs: the usual values
     } else {
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
             .sq_psn = psn,         // our first PSN, as told to the server
             .max_rd_atomic = 1,    // no READs or atomics here; 1 is the usual minimum
             .timeout = ack_timeout,  // -a: ACK timeout exponent, 4.096 us * 2^timeout
-            .retry_cnt = retry,      // -r: resends without progress (3 bits, 0..7; 7 = for ever on rxe)
+            .retry_cnt = retry,      // -r: resends one WRITE may need (3 bits, 0..7; 7 = for ever on rxe)
             .rnr_retry = 7,          // RNR NAKs cannot happen: a WRITE consumes no receive
         };
         CHECK_RC(ibv_modify_qp(qp.get(), &rts,
@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
                 print_counter_changes(who, before, read_counters(dev, addr.port));
                 if (wc[i].status == IBV_WC_RETRY_EXC_ERR)
                     wb::fail("retry_cnt " + std::to_string(retry) + ": " + std::to_string(retry + 1) +
-                                 (retry == 0 ? " try" : " tries") + " without progress, then the requester gave up",
+                                 (retry == 0 ? " try" : " tries") + " of one WRITE (a NAK or an ACK timeout starts each) without its completion, then the requester gave up",
                              "is the cable losing packets (tc qdisc show dev eth0, on both sides)? is the server "
                              "alive? -r (retry_cnt) and -a (ACK timeout) trade recovery time against false "
                              "failures: docs/lesson17-lossy-wire.md");
