@@ -142,9 +142,11 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   export LAB_PAIR_DIR="$BATS_FILE_TMPDIR/pair"
   scripts/lab.sh up --pair 3>&-
   # shellcheck disable=SC2016 # expanded in the guests
-  run -3 --separate-stderr scripts/lab.sh pair --pcap "$BATS_TEST_TMPDIR/wire.pcap" --ready 'listening' \
+  # a's line comes just before its rping listens, so b retries its connect
+  # (seen once: b's client first, and a's server waiting for ever).
+  run -3 --separate-stderr scripts/lab.sh pair --timeout 120 --pcap "$BATS_TEST_TMPDIR/wire.pcap" --ready 'listening' \
     --a 'echo "$LAB_ROLE listening on $LAB_ADDR"; rping -s -a "$LAB_ADDR" -C 1 -v; exit 3' \
-    --b 'rping -c -a "$LAB_PEER_ADDR" -C 1 -v; echo "b saw $LAB_PEER_ADDR"'
+    --b 'for try in $(seq 20); do rping -c -a "$LAB_PEER_ADDR" -C 1 -v && break; sleep 0.5; done; echo "b saw $LAB_PEER_ADDR"'
   assert_line "[a] a listening on 192.0.2.1"
   assert_line "[b] b saw 192.0.2.1"
   assert_equal "${stderr_lines[${#stderr_lines[@]} - 1]}" "lab.sh: a exited 3, b exited 0"

@@ -28,10 +28,11 @@
 # Everything else runs on this host (the stubbed setup_rxe.sh tests, the
 # unit tests, the lab's own tests and the captures, which boot guests).
 #
-# What may run at the same time, in three lanes (a host suite that boots
-# guests of its own may say "# lane: device" or "# lane: lab" to run at the
-# end of the first or second lane instead of in the third, to even the
-# lanes out): the rxe suites one after another on one device, because several of them read device-wide counters
+# What may run at the same time, in three lanes (a host suite may say
+# "# lane: device" or "# lane: lab" to run at the end of the first or
+# second lane instead of in the third, to even the lanes out: doctor_lab
+# and site, lab_netem and capture_lesson16, which boot guests of their own
+# or need none): the rxe suites one after another on one device, because several of them read device-wide counters
 # (lessons 4, 10, 12 and 13, retry_exceeded) that another suite's traffic
 # would move; the lab suites one after another on a second device (their
 # graders read counters too); and the host suites, then the lab-guest ones,
