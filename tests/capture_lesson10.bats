@@ -24,12 +24,17 @@ fields() {
   tshark -r "$pcap" -Y infiniband -T fields -E occurrence=f "${args[@]}" 2>/dev/null
 }
 
+# fields_once SCENARIO FIELD...: the same, each packet once. A loaded host
+# has put one WRITE on the wire twice, 11 us apart with the same PSN, long
+# before any ACK timeout (67 ms): the same packet, not a resend.
+fields_once() { fields "$@" | awk '!seen[$0]++'; }
+
 @test "rnr across two guests: the SEND is answered by an RNR NAK (AETH opcode 1, timer 12) for its PSN, and the client gets status 13" {
   capture 10 rnr
   assert_output --partial "capture: lesson 10 scenario rnr (./lesson10), server on guest a"
   assert_output --partial "[b] result: rnr: IBV_WC_RNR_RETRY_EXC_ERR (13), as expected"
   assert_output --partial "[a] result: server: rnr: no completion; our QP is IBV_QPS_RTS"
-  run fields rnr infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
+  run fields_once rnr infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
     infiniband.aeth.syndrome.opcode infiniband.aeth.syndrome.timer
   assert_equal "${#lines[@]}" 2 # one SEND, one answer: rnr_retry 0 sends it once
   local send nak
@@ -48,7 +53,7 @@ fields() {
   assert_output --partial "capture: lesson 10 scenario rem-access (./lesson10_nak), server on guest a"
   assert_output --partial "[b] result: rem-access: IBV_WC_REM_ACCESS_ERR (10), as expected"
   assert_output --partial "[a] result: server: rem-access: no completion; our QP is IBV_QPS_ERR"
-  run fields rem-access infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
+  run fields_once rem-access infiniband.bth.opcode infiniband.bth.psn infiniband.aeth.syndrome \
     infiniband.aeth.syndrome.opcode infiniband.aeth.syndrome.error_code
   assert_equal "${#lines[@]}" 2
   local write nak
