@@ -88,7 +88,7 @@ packets() {
   assert_failure 1
   assert_output --regexp '\[b\] client: WRITE [0-9]+ of 8 failed after [0-9.]+ s: status 12 \(IBV_WC_RETRY_EXC_ERR, transport retry counter exceeded\)'
   assert_output --partial "[b] client: counter retry_exceeded_err +1"
-  assert_output --partial "[b] lesson17: retry_cnt 0: 1 try of one WRITE (a NAK or an ACK timeout starts each) without its completion, then the requester gave up"
+  assert_output --partial "[b] lesson17: retry_cnt 0: 1 NAK or ACK timeout before the WRITE completed, one more than the resends allowed; the requester gave up"
   assert_output --partial "[a] result: error: the client closed the connection before it said DONE: see its output"
   refute_output --partial "[b] result: "
 }

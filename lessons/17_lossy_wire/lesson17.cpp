@@ -294,7 +294,8 @@ int main(int argc, char** argv) {
                 print_counter_changes(who, before, read_counters(dev, addr.port));
                 if (wc[i].status == IBV_WC_RETRY_EXC_ERR)
                     wb::fail("retry_cnt " + std::to_string(retry) + ": " + std::to_string(retry + 1) +
-                                 (retry == 0 ? " try" : " tries") + " of one WRITE (a NAK or an ACK timeout starts each) without its completion, then the requester gave up",
+                                 (retry == 0 ? " NAK or ACK timeout" : " NAKs or ACK timeouts") +
+                                 " before the WRITE completed, one more than the resends allowed; the requester gave up",
                              "is the cable losing packets (tc qdisc show dev eth0, on both sides)? is the server "
                              "alive? -r (retry_cnt) and -a (ACK timeout) trade recovery time against false "
                              "failures: docs/lesson17-lossy-wire.md");
