@@ -130,12 +130,9 @@ ifeq ($(shell mkdir -p build/pch 2>/dev/null && test -w build/pch && echo w),w)
 $(file >build/pch/flags,$(PCH_FLAGS))
 endif
 endif
-define newline
-
-
-endef
 $(PCH).gch: build/pch/flags Makefile
-	$(file >$(PCH),$(foreach h,$(PCH_HEADERS),#include <$(h)>$(newline)))$(CXX) $(CXXFLAGS) -x c++-header $(PCH) -o $@
+	@printf '#include <%s>\n' $(PCH_HEADERS) >$(PCH)
+	$(CXX) $(CXXFLAGS) -x c++-header $(PCH) -o $@
 
 build/tests/%: tests/unit/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp) $(PCH).gch
 	@mkdir -p $(@D)

@@ -49,9 +49,7 @@ done
 [[ -z $solutions || $solutions == 1 ]] || misuse "SOLUTIONS takes 1 (or nothing), not '$solutions'"
 
 # Every exercise folder, in lesson order: "N.M<TAB>folder".
-mapfile -t all < <(for d in lessons/[0-9][0-9]_*/exercises/[0-9]*.[0-9]*/; do
-  d=${d%/} && [[ -f $d/grade.bash ]] && printf '%s\t%s\n' "${d##*/}" "$d"
-done | sort -t. -k1,1n -k2,2n)
+mapfile -t all < <(scripts/exercise.sh list)
 ((${#all[@]})) || misuse "no exercises found under lessons/*/exercises/"
 
 selected=()

@@ -241,13 +241,13 @@ each_in_lab() {
     timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
 }
 
-# The host suites marked "# lane: device" (they boot guests of their own),
-# after the device lane's: the lanes end closer together.
+# The host suites marked "# lane: device", after the device lane's: the
+# lanes end closer together.
 run_late() { run_own_guests "${late_suites[@]}"; }
 
-# run_own_guests FILE...: host suites that boot guests of their own, with the
-# host suites' bound; never in a lab of this run (run_lab exports
-# LAB_UP_DIR in the lab lane).
+# run_own_guests FILE...: host suites, with the host suites' bound; never in
+# a lab of this run (run_lab exports LAB_UP_DIR in the lab lane): the guests
+# they need, they boot themselves.
 run_own_guests() {
   (($#)) || return 0
   BATS_TEST_TIMEOUT=${given_timeout:-360} env -u LAB_UP_DIR \
@@ -269,8 +269,7 @@ run_host() {
   fi
 }
 
-# The host suites marked "# lane: lab" (they boot guests of their own),
-# at the end of the lab lane.
+# The host suites marked "# lane: lab", at the end of the lab lane.
 run_lab_late() { run_own_guests "${lab_late_suites[@]}"; }
 
 # The suites that run Bats in a throw-away guest of their own.
