@@ -3,10 +3,12 @@
 
 #include <arpa/inet.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "check.hpp"
 
@@ -160,6 +162,12 @@ std::string counters_dir(ibv_context* ctx, uint8_t port) {
 PortCounters::PortCounters(ibv_context* ctx, uint8_t port) : dir_(counters_dir(ctx, port)), start_(read_all()) {}
 
 std::map<std::string, uint64_t> PortCounters::read_all() const {
+    // The kernel keeps a device's hw_counters for 10 ms
+    // (RDMA_HW_STATS_DEFAULT_LIFESPAN) and answers a read within that time
+    // with the values it read last; so a read waits until 50 ms after the
+    // previous one (lesson 17 once saw no counter move in a 6 ms failure).
+    static std::chrono::steady_clock::time_point last{};
+    std::this_thread::sleep_until(last + std::chrono::milliseconds(50));
     std::map<std::string, uint64_t> values;
     std::error_code ec;  // no such folder: no counters
     for (const auto& f : std::filesystem::directory_iterator(dir_, ec)) {
@@ -167,6 +175,7 @@ std::map<std::string, uint64_t> PortCounters::read_all() const {
         uint64_t v = 0;
         if (in >> v) values[f.path().filename().string()] = v;
     }
+    last = std::chrono::steady_clock::now();
     return values;
 }
 

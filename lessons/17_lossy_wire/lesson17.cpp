@@ -46,6 +46,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -73,6 +74,11 @@ constexpr int64_t kDefaultRetry = 6;          // 6 resends, 7 tries; 7 would mea
 using Counters = std::map<std::string, uint64_t>;
 
 Counters read_counters(const char* dev, int port) {
+    // The kernel keeps hw_counters for 10 ms (RDMA_HW_STATS_DEFAULT_LIFESPAN):
+    // a read sooner gets the last values (seen: a WRITE failed in 6 ms and no
+    // counter moved). So each read comes 50 ms or more after the one before.
+    static Clock::time_point last{};
+    std::this_thread::sleep_until(last + std::chrono::milliseconds(50));
     Counters c;
     const std::string dir = std::string("/sys/class/infiniband/") + dev + "/ports/" + std::to_string(port) +
                             "/hw_counters";
@@ -82,6 +88,7 @@ Counters read_counters(const char* dev, int port) {
         uint64_t value = 0;
         if (in >> value) c[entry.path().filename().string()] = value;
     }
+    last = Clock::now();
     return c;
 }
 
