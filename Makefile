@@ -88,7 +88,7 @@ build/common/%.o: common/%.cpp $(wildcard common/*.hpp) Makefile
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 $(COMMON_LIB): $(COMMON_OBJS)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 # Every lesson is one source file plus the helper library; a header in the
 # lesson's own folder is what that lesson's two programs share

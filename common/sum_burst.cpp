@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
 #include "sum_protocol.hpp"
@@ -132,7 +133,7 @@ int sum_burst_client(const Options& opt, ibv_context* ctx, const PortAddress& ad
     //    our receives in the order we posted them.
     uint32_t answers = 0;
     for (uint32_t i = 0; i < 2 * n; ++i) {
-        const ibv_wc wc = poll_one(cq.get(), opt.timeout_s, "a request's SEND or an answer's RECV", conn);
+        const ibv_wc wc = poll_success(cq.get(), opt.timeout_s, "a request's SEND or an answer's RECV", conn);
         if (wc.opcode != IBV_WC_RECV) continue;
         const int64_t a = answers + 1, b = 100 * a;
         const SumResult r = read_sum_response(ans_buf.get() + wc.wr_id * sizeof(SumResponse), wc.byte_len, a, b);

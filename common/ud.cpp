@@ -5,7 +5,8 @@
 #include <arpa/inet.h>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 
 namespace wb {
 
@@ -61,7 +62,7 @@ uint32_t ud_message_length(const ibv_wc& wc) {
 }
 
 std::optional<ibv_wc> poll_datagram(ibv_cq* cq, std::chrono::milliseconds wait, const char* what) {
-    const std::optional<ibv_wc> wc = poll_any(cq, std::chrono::duration<double>(wait).count());
+    const std::optional<ibv_wc> wc = try_poll(cq, std::chrono::duration<double>(wait).count());
     if (wc) check_wc(*wc, what);
     return wc;
 }

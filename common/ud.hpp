@@ -40,7 +40,7 @@ void post_datagram(ibv_qp* qp, const ibv_mr* mr, uint32_t length, ibv_ah* ah, ui
 // without IBV_WC_GRH or under 40 bytes.
 uint32_t ud_message_length(const ibv_wc& wc);
 
-// Poll `cq` for at most `wait` (poll_any): the completion, checked (check_wc
+// Poll `cq` for at most `wait` (try_poll): the completion, checked (check_wc
 // names `what`), or nothing, which for a datagram that was lost is a normal
 // outcome. A `wait` of 0 or less polls once.
 std::optional<ibv_wc> poll_datagram(ibv_cq* cq, std::chrono::milliseconds wait, const char* what);

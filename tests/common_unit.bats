@@ -277,7 +277,7 @@ args="
   assert_equal "$stderr" "ud_datagram: a UD receive without its 40-byte GRH (39 bytes)"
 }
 
-# ---- enum names (common/connect.hpp)
+# ---- enum names (common/completion.hpp, common/qp.hpp)
 
 @test "completion statuses and QP states are named as in verbs.h, each at its number" {
   run build/tests/enum_names

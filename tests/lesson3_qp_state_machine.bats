@@ -64,7 +64,7 @@ rts_block() {
     awk '/QP A \(qp_num _\) is RTS/ { sub(/^.* is RTS/, "RTS"); print; getline; print; getline; print }'
 }
 
-@test "the RTR and RTS values are the ones lesson 3 explains and common/connect.cpp uses" {
+@test "the RTR and RTS values are the ones lesson 3 explains and common/qp.cpp uses" {
   run --separate-stderr rx ./lesson3
   assert_success
   local mtu

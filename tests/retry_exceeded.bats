@@ -3,7 +3,7 @@
 #
 # retry_cnt, and a peer that dies after RTS. Lessons 4-8's clients send to a QP that no
 # longer exists and must say so with IBV_WC_RETRY_EXC_ERR (12) once its tries
-# run out: retry_cnt 6 gives 7 tries of 67 ms (common/connect.cpp), where 7
+# run out: retry_cnt 6 gives 7 tries of 67 ms (common/qp.cpp), where 7
 # would retry for ever on rxe. tests/helpers/kill_relay.py sits on the TCP
 # exchange, kills the server the moment it says "go" (RTR! or GO!!), and only
 # then passes the word on, so the client's first RDMA request always meets a

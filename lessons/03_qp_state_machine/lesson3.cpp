@@ -12,8 +12,8 @@
 // It also shows the two mistakes everyone makes: a wrong mask (EINVAL) and an
 // RTR without a valid GID/address handle. One SEND from QP A to QP B proves
 // the connection; then everything is torn down by hand, in the order the
-// verbs require. Lessons 4 to 8 call wb::qp_to_init/rtr/rts (common/
-// connect.cpp), which make exactly these calls with exactly these values.
+// verbs require. Later lessons call wb::qp_to_init/rtr/rts (common/
+// qp.cpp), which make exactly these calls with exactly these values.
 //
 // Run it (one process; its SEND goes through the device's own loopback, so
 // nothing appears on any wire):
@@ -42,7 +42,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "handles.hpp"
 #include "options.hpp"

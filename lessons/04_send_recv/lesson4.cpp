@@ -40,7 +40,8 @@
 #include <string>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -183,7 +184,7 @@ int main(int argc, char** argv) {
     const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
     std::printf("%s: peer %s is QP 0x%x\n", is_server ? "server" : "client", conn.peer().c_str(), peer.qp_num);
 
-    // 7. INIT -> RTR -> RTS: lesson 3's other two transitions (common/connect.cpp,
+    // 7. INIT -> RTR -> RTS: lesson 3's other two transitions (common/qp.cpp,
     //    rnr_retry 7 and min_rnr_timer 12 among them).
     wb::qp_to_rtr(qp.get(), addr, peer);
     wb::qp_to_rts(qp.get(), psn);
@@ -202,7 +203,7 @@ int main(int argc, char** argv) {
         // 9. Wait for the request: a RECV completion. byte_len is how many
         //    bytes the client's SEND carried; only exactly one request is valid.
         std::printf("server: QP 0x%x is RTS; waiting for the client's SEND\n", qp->qp_num);
-        const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
+        const ibv_wc wc = wb::poll_success(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
         std::printf("server: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
 
         // The application's part (common/sum_protocol.cpp): decode exactly
@@ -215,7 +216,7 @@ int main(int argc, char** argv) {
         //    why. Its receive was posted before the exchange, so it is there.
         std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
         post_send(qp.get(), send_mr.get(), sizeof answer.response);
-        wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response", conn);
+        wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the response", conn);
         std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
         if (!answer.error.empty()) wb::result_error(answer.error);
         std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
@@ -231,10 +232,10 @@ int main(int argc, char** argv) {
     post_send(qp.get(), send_mr.get(), send_bytes);
     // The SEND's completion: the server's NIC acknowledged the message (it is
     // in the server's receive buffer), not that the server has read it.
-    wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
+    wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
 
     // 10. The response arrives in the receive we posted in step 5.
-    const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the server's response (RECV)", conn);
+    const ibv_wc wc = wb::poll_success(recv_cq.get(), opt.timeout_s, "the server's response (RECV)", conn);
     std::printf("client: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
     const wb::SumResult r = wb::read_sum_response(recv_buf.get(), wc.byte_len, a, b);
     if (r.status == wb::kSumBadRequest)  // we know what we sent: say it

@@ -39,7 +39,8 @@
 #include <string>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
         const wb::PeerInfo peer = wb::exchange(conn, mine, opt.timeout_s);
         std::printf("server: client %s is QP 0x%x\n", conn.peer().c_str(), peer.qp_num);
 
-        // 7. INIT -> RTR -> RTS (lesson 3's transitions, common/connect.cpp).
+        // 7. INIT -> RTR -> RTS (lesson 3's transitions, common/qp.cpp).
         wb::qp_to_rtr(qp.get(), addr, peer);
         wb::qp_to_rts(qp.get(), psn);
         wb::send_token(conn, "RTR!");  // our QP is past RTR: the client may write (lesson 4, step 8)
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
 
         // 8. The immediate arrives as a RECV completion. Until then our CPU
         //    cannot know that anything was written.
-        const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "the client's WRITE with immediate (RECV)", conn);
+        const ibv_wc wc = wb::poll_success(cq.get(), opt.timeout_s, "the client's WRITE with immediate (RECV)", conn);
         if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM))
             wb::result_error(std::string("expected IBV_WC_RECV_RDMA_WITH_IMM, got ") + wb::wc_opcode_str(wc.opcode));
         // imm_data is carried in network byte order (big-endian) end to end:
@@ -246,7 +247,7 @@ int main(int argc, char** argv) {
 
     // 9. Our completion: the server's NIC acknowledged the write (the bytes
     //    are in its memory, and the immediate in its CQ).
-    const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "the RDMA WRITE with immediate", conn);
+    const ibv_wc wc = wb::poll_success(cq.get(), opt.timeout_s, "the RDMA WRITE with immediate", conn);
     std::printf("client: completion %s, status %s\n", wb::wc_opcode_str(wc.opcode), ibv_wc_status_str(wc.status));
     std::printf("result: wrote %u bytes%s\n", length, with_imm ? (" with" + imm_text).c_str() : "");
     return 0;

@@ -30,7 +30,8 @@
 #include <string>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -196,9 +197,9 @@ int main(int argc, char** argv) {
     CHECK_RC(ibv_post_send(qp.get(), &wr, &bad));
 
     // 7. One completion on OUR CQ: until it arrives the buffer is not ours to read.
-    //    (This poll_one also watches the TCP connection: if the server dies,
+    //    (This poll_success also watches the TCP connection: if the server dies,
     //    we hear it at once instead of after the NIC's retries.)
-    const ibv_wc wc = wb::poll_one(cq.get(), opt.timeout_s, "the RDMA READ", conn);
+    const ibv_wc wc = wb::poll_success(cq.get(), opt.timeout_s, "the RDMA READ", conn);
     std::printf("client: completion %s, status %s\n", wb::wc_opcode_str(wc.opcode), ibv_wc_status_str(wc.status));
 
     // 8. Tell the server we are done, so that it may exit and free its buffer.

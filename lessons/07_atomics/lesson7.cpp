@@ -39,7 +39,8 @@
 #include <vector>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -116,7 +117,7 @@ uint64_t post_atomic(ibv_qp* qp, ibv_cq* cq, ibv_mr* result_mr, ibv_wr_opcode op
     };
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp, &wr, &bad), "EINVAL: is the remote address 8-byte aligned?");
-    wb::poll_one(cq, timeout_s, opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "the FETCH_AND_ADD" : "the COMPARE_AND_SWAP",
+    wb::poll_success(cq, timeout_s, opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "the FETCH_AND_ADD" : "the COMPARE_AND_SWAP",
                  server);  // also watches the TCP connection: a server that dies is noticed at once
     uint64_t old = 0;
     std::memcpy(&old, result_mr->addr, sizeof old);

@@ -43,7 +43,9 @@
 #include <string>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "cm.hpp"
+#include "completion.hpp"
+#include "device.hpp"
 #include "handles.hpp"
 #include "options.hpp"
 #include "sum_protocol.hpp"
@@ -105,7 +107,7 @@ void post_send(ibv_qp* qp, const ibv_mr* mr, uint32_t length) {
 // path record query to the subnet manager on InfiniBand.
 constexpr int kResolveTimeoutMs = 2000;
 
-// Every wait for a CM event below is wb::next_cm_event (common/connect.cpp):
+// Every wait for a CM event below is wb::next_cm_event (common/cm.cpp):
 // poll() on the channel's fd for at most timeout_s seconds (-1: no limit),
 // then rdma_get_cm_event, which cannot block because the fd is O_NONBLOCK,
 // then wb::check_cm_event: exit 1, saying what to check, unless it is the
@@ -276,7 +278,7 @@ int main(int argc, char** argv) {
         // 9. Wait for the request: a RECV completion. byte_len is how many
         //    bytes the client's SEND carried; only exactly one request is valid.
         std::printf("server: QP 0x%x is RTS; waiting for the client's SEND\n", qp->qp_num);
-        const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)");
+        const ibv_wc wc = wb::poll_success(recv_cq.get(), opt.timeout_s, "the client's request (RECV)");
         std::printf("server: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
 
         // The application's part (common/sum_protocol.cpp): decode exactly
@@ -289,7 +291,7 @@ int main(int argc, char** argv) {
         //    why. Its receive was posted before the exchange, so it is there.
         std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
         post_send(qp.get(), send_mr.get(), sizeof answer.response);
-        wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response");
+        wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the response");
         std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
 
         // 11. The client disconnects once it has the response (a
@@ -310,10 +312,10 @@ int main(int argc, char** argv) {
     post_send(qp.get(), send_mr.get(), send_bytes);
     // The SEND's completion: the server's NIC acknowledged the message (it is
     // in the server's receive buffer), not that the server has read it.
-    wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request");
+    wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the request");
 
     // 10. The response arrives in the receive we posted in step 5.
-    const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the server's response (RECV)");
+    const ibv_wc wc = wb::poll_success(recv_cq.get(), opt.timeout_s, "the server's response (RECV)");
     std::printf("client: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
 
     // 11. Disconnect: a DisconnectRequest, which the server's rdma_disconnect answers.

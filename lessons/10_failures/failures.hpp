@@ -31,7 +31,8 @@
 #include <string>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -269,7 +270,7 @@ inline void print_state(const Side& s, const char* step) {
 // the completion took, when `timed`).
 inline int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why,
                           bool timed = false) {
-    const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), s.opt.timeout_s);
+    const std::optional<ibv_wc> wc = wb::try_poll(s.send_cq.get(), s.opt.timeout_s);
     const double took = seconds_since(s.posted);
     if (wc) print_completion(s, *wc);
     std::printf("client: %.3f s after the post; our QP is %s\n", took,
@@ -294,7 +295,7 @@ inline int client_expects(Side& s, const char* scenario, ibv_wc_status expected,
 inline int server_reports(Side& s, const char* scenario, std::string seen = "") {
     wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
     for (ibv_cq* cq : {s.recv_cq.get(), s.send_cq.get()}) {
-        while (const std::optional<ibv_wc> wc = wb::poll_any(cq, 0)) {
+        while (const std::optional<ibv_wc> wc = wb::try_poll(cq, 0)) {
             print_completion(s, *wc);
             seen += (seen.empty() ? "" : ", ") + wb::wc_status_text(wc->status);
         }

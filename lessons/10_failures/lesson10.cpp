@@ -51,7 +51,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "failures.hpp"
@@ -64,7 +65,7 @@ using namespace failures;  // Side, Scenario and the plumbing: failures.hpp
 
 // --- the knobs the failures turn: the QP's transitions, by hand -------------------
 
-// INIT -> RTR, as common/connect.cpp's qp_to_rtr does, but with the two
+// INIT -> RTR, as common/qp.cpp's qp_to_rtr does, but with the two
 // receiver-side knobs as arguments, and the return code handed back (the gid
 // scenario wants to see it fail).
 int to_rtr(Side& s, ibv_mtu path_mtu, uint8_t min_rnr_timer) {
@@ -111,8 +112,8 @@ void to_rtr_rts(Side& s) {
 }
 
 // --- the scenarios: each plays both sides ---------------------------------------
-// Completions are waited for with wb::poll_any (common/connect.hpp): where
-// lessons 4 to 9's wb::poll_one exits on a failed completion, it returns it,
+// Completions are waited for with wb::poll_completion (common/completion.hpp): where
+// lessons 4 to 9's wb::poll_success exits on a failed completion, it returns it,
 // since here failure is the point.
 
 // rnr: a SEND finds no receive posted, and the sender accepts no RNR NAK.
@@ -155,7 +156,7 @@ int rnr_wait(Side& s) {
             std::printf("server: min_rnr_timer %u; the client's SEND is posted: posting the receive in 1 s\n", timer);
             std::this_thread::sleep_for(std::chrono::seconds(1));  // THE MISTAKE: a receive posted late
             post_receive(s, 16);
-            const std::optional<ibv_wc> wc = wb::poll_any(s.recv_cq.get(), s.opt.timeout_s);
+            const std::optional<ibv_wc> wc = wb::try_poll(s.recv_cq.get(), s.opt.timeout_s);
             if (!wc) wb::fail("no RECV within " + std::to_string(s.opt.timeout_s) + " s");
             print_completion(s, *wc);
             seen += (seen.empty() ? "" : ", ") + wb::wc_status_text(wc->status);
@@ -169,7 +170,7 @@ int rnr_wait(Side& s) {
         const auto t0 = Clock::now();
         post(s, IBV_WR_SEND, 16);
         wb::send_token(s.conn, "SENT");
-        const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), s.opt.timeout_s);
+        const std::optional<ibv_wc> wc = wb::try_poll(s.send_cq.get(), s.opt.timeout_s);
         const double secs = seconds_since(t0);
         const uint64_t naks = s.counters->moved("rcvd_rnr_err") - naks_before;
         if (!wc || wc->status != IBV_WC_SUCCESS) {
@@ -236,7 +237,7 @@ int mtu(Side& s) {
     // attempt to send it fails (send_err), and it tries again, for ever: no
     // completion, no retry_cnt. We wait 2 s, then move the QP to ERR ourselves,
     // which flushes the stuck SEND: that is how a program gets its WRs back.
-    if (const std::optional<ibv_wc> early = wb::poll_any(s.send_cq.get(), 2)) {
+    if (const std::optional<ibv_wc> early = wb::try_poll(s.send_cq.get(), 2)) {
         print_completion(s, *early);
         wb::send_token(s.conn, "DONE");
         wb::result_error("mtu: expected no completion within 2 s, got " + wb::wc_status_text(early->status));
@@ -313,7 +314,7 @@ int recover(Side& s) {
         wb::expect_token(s.conn, "AGIN", s.opt.timeout_s);  // the client failed and asks to start again
     } else {
         post(s, IBV_WR_SEND, 16);
-        failed = wb::poll_any(s.send_cq.get(), s.opt.timeout_s);
+        failed = wb::try_poll(s.send_cq.get(), s.opt.timeout_s);
         if (!failed || failed->status != IBV_WC_RNR_RETRY_EXC_ERR) {
             wb::send_token(s.conn, "DONE");
             wb::result_error(std::string("recover: expected ") + wb::wc_status_text(IBV_WC_RNR_RETRY_EXC_ERR) + ", got " +
@@ -322,7 +323,7 @@ int recover(Side& s) {
         print_completion(s, *failed);
         print_async_events(s, 100);
         // 2. Drain: every other completion of the broken QP (here none) is a flush.
-        while (const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), 0)) print_completion(s, *wc);
+        while (const std::optional<ibv_wc> wc = wb::try_poll(s.send_cq.get(), 0)) print_completion(s, *wc);
         wb::send_token(s.conn, "AGIN");
     }
     print_state(s, "after the error");
@@ -341,13 +342,13 @@ int recover(Side& s) {
     go(s);
     // 5. Lesson 4's sum on the recovered QP.
     if (s.server) {
-        const std::optional<ibv_wc> wc = wb::poll_any(s.recv_cq.get(), s.opt.timeout_s);
+        const std::optional<ibv_wc> wc = wb::try_poll(s.recv_cq.get(), s.opt.timeout_s);
         if (!wc) wb::fail("no request within " + std::to_string(s.opt.timeout_s) + " s");
         wb::check_wc(*wc, "the client's request (RECV)");
         const wb::SumAnswer answer = wb::answer_sum_request(s.buf.get(), wc->byte_len);
         std::memcpy(s.buf.get() + kSendOffset, &answer.response, sizeof answer.response);
         post(s, IBV_WR_SEND, sizeof answer.response, 0, kSendOffset);
-        wb::poll_one(s.send_cq.get(), s.opt.timeout_s, "the SEND of the response", s.conn);
+        wb::poll_success(s.send_cq.get(), s.opt.timeout_s, "the SEND of the response", s.conn);
         wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
         print_counters(s);
         if (!answer.error.empty()) wb::result_error("recover: " + answer.error);
@@ -358,8 +359,8 @@ int recover(Side& s) {
     const wb::SumRequest request = wb::make_sum_request(2, 3);
     std::memcpy(s.buf.get() + kSendOffset, &request, sizeof request);
     post(s, IBV_WR_SEND, sizeof request, 0, kSendOffset);
-    wb::poll_one(s.send_cq.get(), s.opt.timeout_s, "the SEND of the request", s.conn);
-    const ibv_wc wc = wb::poll_one(s.recv_cq.get(), s.opt.timeout_s, "the server's response (RECV)", s.conn);
+    wb::poll_success(s.send_cq.get(), s.opt.timeout_s, "the SEND of the request", s.conn);
+    const ibv_wc wc = wb::poll_success(s.recv_cq.get(), s.opt.timeout_s, "the server's response (RECV)", s.conn);
     const wb::SumResult r = wb::read_sum_response(s.buf.get(), wc.byte_len, 2, 3);
     print_counters(s);
     wb::send_token(s.conn, "DONE");

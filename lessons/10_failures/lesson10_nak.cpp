@@ -38,7 +38,8 @@
 #include <vector>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "failures.hpp"
 #include "options.hpp"
 
@@ -47,7 +48,7 @@ namespace {
 using namespace failures;  // Side, Scenario and the plumbing: failures.hpp
 
 // Lesson 4's connection, where none of these mistakes is: the exchange, then
-// INIT -> RTR -> RTS with lesson 3's values (common/connect.hpp; the same
+// INIT -> RTR -> RTS with lesson 3's values (common/qp.hpp; the same
 // values lesson10.cpp's to_rtr and to_rts set when nothing is wrong), then
 // the server's "RTR!".
 void connect_qps(Side& s) {
@@ -58,7 +59,7 @@ void connect_qps(Side& s) {
 }
 
 // --- the scenarios: each plays both sides ---------------------------------------
-// Completions are waited for with wb::poll_any (common/connect.hpp), which
+// Completions are waited for with wb::poll_completion (common/completion.hpp), which
 // returns a failed completion instead of exiting.
 
 // rem-access: an RDMA WRITE into memory the server registered for READ only.
@@ -126,7 +127,7 @@ int flush(Side& s) {
     CHECK_RC(ibv_post_send(s.qp.get(), wrs, &bad));
     std::vector<ibv_wc> got;
     while (got.size() < 3)
-        if (const std::optional<ibv_wc> wc = wb::poll_any(s.send_cq.get(), s.opt.timeout_s)) {
+        if (const std::optional<ibv_wc> wc = wb::try_poll(s.send_cq.get(), s.opt.timeout_s)) {
             print_completion(s, *wc);
             got.push_back(*wc);
         } else break;

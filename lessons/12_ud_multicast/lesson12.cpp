@@ -48,7 +48,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -306,11 +307,11 @@ int main(int argc, char** argv) {
         std::printf("server: waiting for the client's datagram\n");
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opt.timeout_s);
         int strays = 0;
-        ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
+        ibv_wc wc = wb::poll_success(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
         while (!from_peer(ctx.get(), addr.port, wc, recv_buf.get(), peer, "server", strays)) {
             post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
             const auto left = std::chrono::ceil<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
-            wc = wb::poll_one(recv_cq.get(), static_cast<int>(std::max<long long>(left.count(), 1)),
+            wc = wb::poll_success(recv_cq.get(), static_cast<int>(std::max<long long>(left.count(), 1)),
                               "the client's request (RECV)", conn);
         }
         const uint32_t len = message_length(wc);
@@ -330,7 +331,7 @@ int main(int argc, char** argv) {
             ibv_create_ah_from_wc(pd.get(), &wc, reinterpret_cast<ibv_grh*>(recv_buf.get()), addr.port))};
         std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
         post_datagram(qp.get(), send_mr.get(), sizeof answer.response, reply_ah.get(), wc.src_qp, kQkey);
-        wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response", conn);
+        wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the response", conn);
         std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
         if (!answer.error.empty()) wb::result_error(answer.error);
         std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
@@ -368,7 +369,7 @@ int main(int argc, char** argv) {
         std::printf("client: sending %" PRId64 " and %" PRId64 " (%u bytes), try %d of %d\n", a, b, send_bytes,
                     attempt, kTries);
         post_datagram(qp.get(), send_mr.get(), send_bytes, ah.get(), peer.qp_num, qkey);
-        const ibv_wc sent = wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
+        const ibv_wc sent = wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
         std::printf("client: send completion %s: the datagram left; nobody tells us whether it arrived\n",
                     wb::wc_status_name(sent.status));
         // The answer, from the server of the exchange only (from_peer): a

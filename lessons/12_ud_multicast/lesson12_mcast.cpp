@@ -40,7 +40,9 @@
 #include <vector>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "cm.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -261,7 +263,7 @@ int main(int argc, char** argv) {
             const int n = std::snprintf(buf.get(), mtu, "datagram %d of %d", k, count);
             wb::post_datagram(qp[0].get(), mr.get(), static_cast<uint32_t>(n), ah.get(), wb::kMulticastQpn, kQkey,
                               kSendId);
-            const ibv_wc wc = wb::poll_one(cqs[0].get(), opt.timeout_s, "the SEND of a datagram", conn);
+            const ibv_wc wc = wb::poll_success(cqs[0].get(), opt.timeout_s, "the SEND of a datagram", conn);
             std::printf("sender: \"%s\" sent once, completion %s\n", buf.get(), wb::wc_status_name(wc.status));
         }
         wb::send_token(conn, "DONE");

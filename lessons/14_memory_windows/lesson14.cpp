@@ -49,7 +49,8 @@
 #include <string>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -108,7 +109,7 @@ uint32_t bind_type2(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t add
     };
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
-    const ibv_wc wc = wb::poll_any(cq, timeout_s, "the IBV_WR_BIND_MW");
+    const ibv_wc wc = wb::poll_completion(cq, timeout_s, "the IBV_WR_BIND_MW");
     wb::check_wc(wc, "the bind (IBV_WR_BIND_MW)", "the MR needs IBV_ACCESS_MW_BIND, and a type 2 window must be "
                                                   "invalidated before it is bound again");
     // The next bind names the window by its CURRENT rkey (mw->rkey), and
@@ -131,7 +132,7 @@ uint32_t bind_type1(ibv_qp* qp, ibv_cq* cq, ibv_mw* mw, ibv_mr* mr, uint64_t add
         .bind_info = {.mr = mr, .addr = addr, .length = length, .mw_access_flags = access},
     };
     CHECK_RC(ibv_bind_mw(qp, mw, &bind));
-    const ibv_wc wc = wb::poll_any(cq, timeout_s, "ibv_bind_mw");
+    const ibv_wc wc = wb::poll_completion(cq, timeout_s, "ibv_bind_mw");
     wb::check_wc(wc, "ibv_bind_mw", "the MR needs IBV_ACCESS_MW_BIND");
     return mw->rkey;
 }
@@ -156,7 +157,7 @@ ibv_wc rdma(ibv_qp* qp, ibv_cq* cq, ibv_mr* mr, ibv_wr_opcode op, uint64_t remot
     };
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
-    return wb::poll_any(cq, timeout_s, read ? "the RDMA READ" : "the RDMA WRITE");
+    return wb::poll_completion(cq, timeout_s, read ? "the RDMA READ" : "the RDMA WRITE");
 }
 
 // Type 2 revoked by its owner: IBV_WR_LOCAL_INV of the window's current rkey.
@@ -169,7 +170,7 @@ void invalidate_type2(ibv_qp* qp, ibv_cq* cq, uint32_t rkey, int timeout_s) {
     };
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
-    wb::check_wc(wb::poll_any(cq, timeout_s, "the IBV_WR_LOCAL_INV"), "the IBV_WR_LOCAL_INV");
+    wb::check_wc(wb::poll_completion(cq, timeout_s, "the IBV_WR_LOCAL_INV"), "the IBV_WR_LOCAL_INV");
 }
 
 }  // namespace
@@ -326,7 +327,7 @@ int main(int argc, char** argv) {
         //    NIC invalidates the rkey BEFORE our receive completes, and the
         //    completion says which rkey it was: no race with a late access.
         if (type == 2) {
-            const ibv_wc wc = wb::poll_any(cq.get(), opt.timeout_s, "the client's SEND_WITH_INV");
+            const ibv_wc wc = wb::poll_completion(cq.get(), opt.timeout_s, "the client's SEND_WITH_INV");
             wb::check_wc(wc, "the receive of the SEND_WITH_INV");
             // IBV_WC_WITH_INV (0x8) should say "this SEND invalidated an rkey". rxe on 6.1 sets
             // 0x4 (the kernel's value, libibverbs' IBV_WC_IP_CSUM_OK); invalidated_rkey is right.
@@ -414,7 +415,7 @@ int main(int argc, char** argv) {
                           .send_flags = IBV_SEND_SIGNALED, .invalidate_rkey = w.rkey};
         ibv_send_wr* bad = nullptr;
         CHECK_RC(ibv_post_send(qp.get(), &wr, &bad));
-        wb::check_wc(wb::poll_any(cq.get(), opt.timeout_s, "the SEND_WITH_INV"), "the SEND_WITH_INV");
+        wb::check_wc(wb::poll_completion(cq.get(), opt.timeout_s, "the SEND_WITH_INV"), "the SEND_WITH_INV");
         wb::expect_token(conn, "INV!", opt.timeout_s);
         std::printf("client: gave the window back with SEND_WITH_INV of rkey 0x%x\n", w.rkey);
         step("READ after SEND_WITH_INV", IBV_WR_RDMA_READ, w.addr, w.rkey, w.length);

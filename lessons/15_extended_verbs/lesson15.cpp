@@ -49,7 +49,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -103,16 +104,16 @@ struct CqExRelease {
 using CompletionQueueEx = std::unique_ptr<ibv_cq_ex, CqExRelease>;
 
 // Busy-poll the extended CQ `cq` for one completion, at most timeout_s
-// seconds (wb::poll_one takes an ibv_cq and calls ibv_poll_cq: this is its
+// seconds (wb::poll_success takes an ibv_cq and calls ibv_poll_cq: this is its
 // loop with the new calls). ibv_start_poll returns ENOENT while the CQ is
 // empty, 0 when it has made the oldest completion the current one, or an
 // errno value. The current completion is read in place, field by field,
 // until ibv_end_poll hands its entry back; ibv_next_poll would move to the
 // next one inside the same bracket (one completion at a time here: the docs
 // page shows the loop that drains a batch).
-// wb::poll_one also watches the peer's TCP connection to report a dead peer
+// wb::poll_success also watches the peer's TCP connection to report a dead peer
 // at once; this loop relies on the timeout alone.
-ibv_wc poll_one(ibv_cq_ex* cq, int timeout_s, const char* waiting_for) {
+ibv_wc poll_success(ibv_cq_ex* cq, int timeout_s, const char* waiting_for) {
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
     ibv_poll_cq_attr attr = {.comp_mask = 0};  // no options yet: the struct leaves room for them
@@ -233,9 +234,9 @@ int main(int argc, char** argv) {
     }
 
     if (is_server) {
-        // 9. Wait for the request: a RECV completion, read with the extended calls (poll_one above).
+        // 9. Wait for the request: a RECV completion, read with the extended calls (poll_success above).
         std::printf("server: QP 0x%x is RTS; waiting for the client's SEND\n", qp->qp_num);
-        const ibv_wc wc = poll_one(recv_cq.get(), opt.timeout_s, "the client's request (RECV)");
+        const ibv_wc wc = poll_success(recv_cq.get(), opt.timeout_s, "the client's request (RECV)");
         std::printf("server: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
 
         const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get(), wc.byte_len);
@@ -245,7 +246,7 @@ int main(int argc, char** argv) {
         // 10. SEND the response, with ibv_wr_* (post_send above).
         std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
         post_send(qpx, send_mr.get(), sizeof answer.response);
-        poll_one(send_cq.get(), opt.timeout_s, "the SEND of the response");
+        poll_success(send_cq.get(), opt.timeout_s, "the SEND of the response");
         std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
         if (!answer.error.empty()) wb::result_error(answer.error);
         std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
@@ -258,10 +259,10 @@ int main(int argc, char** argv) {
     std::memcpy(send_buf.get(), &request, sizeof request);
     std::printf("client: sending %" PRId64 " and %" PRId64 " (%u bytes)\n", a, b, send_bytes);
     post_send(qpx, send_mr.get(), send_bytes);
-    poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request");
+    poll_success(send_cq.get(), opt.timeout_s, "the SEND of the request");
 
     // 10. The response arrives in the receive we posted in step 5.
-    const ibv_wc wc = poll_one(recv_cq.get(), opt.timeout_s, "the server's response (RECV)");
+    const ibv_wc wc = poll_success(recv_cq.get(), opt.timeout_s, "the server's response (RECV)");
     std::printf("client: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
     const wb::SumResult r = wb::read_sum_response(recv_buf.get(), wc.byte_len, a, b);
     if (r.status == wb::kSumBadRequest)  // we know what we sent: say it

@@ -49,7 +49,8 @@
 #include <vector>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -143,7 +144,7 @@ double one(ibv_qp* qp, ibv_cq* cq, const ibv_mr* mr, ibv_wr_opcode op, uint64_t 
     };
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
-    wb::poll_one(cq, opt.timeout_s, op == IBV_WR_RDMA_WRITE ? "an RDMA WRITE" : "an RDMA READ", conn);
+    wb::poll_success(cq, opt.timeout_s, op == IBV_WR_RDMA_WRITE ? "an RDMA WRITE" : "an RDMA READ", conn);
     return ms_since(t0) * 1000;
 }
 

@@ -332,7 +332,7 @@ int probe_retry7(Env& e, int argc, char** argv) {
 
 
 // One completion from cq within `secs`, or none.
-std::optional<ibv_wc> poll_one(ibv_cq* cq, double secs) {
+std::optional<ibv_wc> poll_success(ibv_cq* cq, double secs) {
     const auto t0 = Clock::now();
     ibv_wc wc{};
     do {
@@ -384,7 +384,7 @@ int probe_window(Env& e, int, char**) {
                                       .mw_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE}};
         ibv_send_wr* bad = nullptr;
         CHECK_RC(ibv_post_send(resp.get(), &bind, &bad));
-        const std::optional<ibv_wc> b = poll_one(scq.get(), 2);
+        const std::optional<ibv_wc> b = poll_success(scq.get(), 2);
         if (!b || b->status != IBV_WC_SUCCESS) wb::fail("binding the window: " + wc_text(b));
         ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(local), .length = 16, .lkey = lmr->lkey};
         if (op.opcode == IBV_WR_SEND_WITH_INV) {
@@ -399,10 +399,10 @@ int probe_window(Env& e, int, char**) {
         else
             wr.wr.rdma = {.remote_addr = op.addr, .rkey = rkey};
         CHECK_RC(ibv_post_send(req.get(), &wr, &bad));
-        const std::optional<ibv_wc> wc = poll_one(rcq.get(), 2);
+        const std::optional<ibv_wc> wc = poll_success(rcq.get(), 2);
         std::printf("  %s: %s\n", op.what, wc_text(wc).c_str());
         if (op.opcode == IBV_WR_SEND_WITH_INV) {
-            const std::optional<ibv_wc> r = poll_one(scq.get(), 2);
+            const std::optional<ibv_wc> r = poll_success(scq.get(), 2);
             if (r)
                 std::printf("  the receiver's completion: %s, wc_flags 0x%x, IBV_WC_WITH_INV (0x%x) %s, "
                             "invalidated_rkey %s\n",
@@ -535,11 +535,11 @@ int probe_mcast_attach(Env& e, int, char**) {
         wr.wr.ud = {.ah = ah.get(), .remote_qpn = 0xffffff, .remote_qkey = kQkey};
         ibv_send_wr* bad = nullptr;
         CHECK_RC(ibv_post_send(tx.get(), &wr, &bad));
-        const std::optional<ibv_wc> wc = poll_one(scq.get(), 2);
+        const std::optional<ibv_wc> wc = poll_success(scq.get(), 2);
         if (wc && wc->status == IBV_WC_SUCCESS) ++sent;
     }
     int got = 0;
-    while (poll_one(rcq.get(), 1)) ++got;
+    while (poll_success(rcq.get(), 1)) ++got;
     std::printf("  2 datagrams sent to the group (%d completed IBV_WC_SUCCESS); the attached QP received %d\n", sent,
                 got);
     CHECK_RC(ibv_detach_mcast(rx.get(), &group, 0));

@@ -1,4 +1,4 @@
-// connect_probe - bring an RC QP to RTS with common/connect.cpp's helpers (the
+// connect_probe - bring an RC QP to RTS with common/qp.cpp's helpers (the
 // calls lessons 4 to 8 make), then print what ibv_query_qp says about it, in
 // lesson 3's own words, so tests/lesson3_qp_state_machine.bats can check at
 // run time that the helpers and lesson 3 set the same values.
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "handles.hpp"
 

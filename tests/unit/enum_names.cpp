@@ -1,9 +1,10 @@
-// enum_names - the names common/connect.hpp gives the enums rdma-core only
+// enum_names - the names common/qp.hpp gives the enums rdma-core only
 // describes in prose: every ibv_wc_status and ibv_qp_state, as written in
 // <infiniband/verbs.h>. Prints one "ok -" line per check.
 #include <string>
 
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "unit_check.hpp"
 
 namespace {

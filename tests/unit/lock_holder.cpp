@@ -21,7 +21,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
     };
     ibv_send_wr* bad = nullptr;
     CHECK_RC(ibv_post_send(qp.get(), &wr, &bad));
-    wb::poll_one(cq.get(), opt.timeout_s, "the COMPARE_AND_SWAP", conn);
+    wb::poll_success(cq.get(), opt.timeout_s, "the COMPARE_AND_SWAP", conn);
     uint64_t old = 0;
     std::memcpy(&old, result.get(), sizeof old);
     if (old != 0) wb::fail("the lock was already held by id " + std::to_string(old));

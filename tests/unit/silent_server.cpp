@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"

@@ -17,7 +17,8 @@
 #include <string>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
@@ -89,8 +90,8 @@ int main(int argc, char** argv) {
     ibv_send_wr* bad_send = nullptr;
     CHECK_RC(ibv_post_send(qp.get(), &swr, &bad_send));
     std::printf("sum_client: sent %u bytes as a lesson-%u client\n", send_bytes, lesson);
-    wb::poll_one(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
-    const ibv_wc wc = wb::poll_one(recv_cq.get(), opt.timeout_s, "the server's response (RECV)", conn);
+    wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
+    const ibv_wc wc = wb::poll_success(recv_cq.get(), opt.timeout_s, "the server's response (RECV)", conn);
     std::printf("sum_client: completion %s, %u bytes\n", wb::wc_opcode_str(wc.opcode), wc.byte_len);
     const wb::SumResult r = wb::read_sum_response(recv_buf.get(), wc.byte_len, args.a, args.b);
     if (lesson == 8) wb::send_token(conn, "DONE");  // lesson 8's server waits for it

@@ -11,7 +11,7 @@
 //
 // Plumbing, not this exercise's subject: A and B are two RC QPs of one
 // process connected to each other by wb::qp_to_init, qp_to_rtr and qp_to_rts
-// (common/connect.cpp, lesson 3), and the READ is lesson 6's work request.
+// (common/qp.cpp, lesson 3), and the READ is lesson 6's work request.
 //
 // Run it (one process, through the device's own loopback):
 //     build/exercises/starter/ex2_3 [-d DEV] [-i PORT] [-g INDEX] [-m TEXT]
@@ -30,7 +30,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "handles.hpp"
 #include "options.hpp"

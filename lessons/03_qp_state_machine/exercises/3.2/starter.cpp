@@ -11,7 +11,7 @@
 // EX=3.2` checks the statuses, the states, and the port's packet counter.
 //
 // This is a slice of lesson 3: two RC QPs of one process, connected to each
-// other with wb::qp_to_init, qp_to_rtr and qp_to_rts (common/connect.cpp, the
+// other with wb::qp_to_init, qp_to_rtr and qp_to_rts (common/qp.cpp, the
 // same calls with the same values as lesson 3's steps 5, 7 and 8).
 //
 // Run it (one process, through the device's own loopback):
@@ -30,7 +30,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "handles.hpp"
 #include "options.hpp"

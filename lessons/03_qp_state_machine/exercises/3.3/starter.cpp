@@ -11,7 +11,7 @@
 // -r 6 and -r 1 and checks the status, the times and the port's counters.
 //
 // This is a slice of lesson 3: two RC QPs of one process, connected to each
-// other. It calls wb::qp_to_init and wb::qp_to_rtr (common/connect.cpp, the
+// other. It calls wb::qp_to_init and wb::qp_to_rtr (common/qp.cpp, the
 // same calls as lesson 3's steps 5 and 7), and makes RTR -> RTS by hand.
 //
 // Run it (one process, through the device's own loopback):
@@ -30,7 +30,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "handles.hpp"
 #include "options.hpp"

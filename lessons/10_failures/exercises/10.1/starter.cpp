@@ -10,7 +10,7 @@
 //
 // Plumbing, not this exercise's subject: A and B are two RC QPs of one
 // process connected to each other by wb::qp_to_init, qp_to_rtr and qp_to_rts
-// (common/connect.cpp, lesson 3): the device's loopback carries the packets.
+// (common/qp.cpp, lesson 3): the device's loopback carries the packets.
 //
 // Run it (one process):
 //     build/exercises/starter/ex10_1 [-d DEV] [-i PORT] [-g INDEX] [-m TEXT]
@@ -29,7 +29,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "handles.hpp"
 #include "options.hpp"

@@ -10,7 +10,7 @@
 //
 // Plumbing, not this exercise's subject: A and B are two RC QPs of one
 // process connected to each other by wb::qp_to_init, qp_to_rtr and
-// qp_to_rts (common/connect.cpp, lesson 3); the device's loopback carries
+// qp_to_rts (common/qp.cpp, lesson 3); the device's loopback carries
 // the packets. rnr_retry 0 needs its own RTS transition (to_rts_rnr0).
 //
 // Run it (one process):
@@ -29,7 +29,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "connect.hpp"
+#include "completion.hpp"
+#include "qp.hpp"
 #include "device.hpp"
 #include "handles.hpp"
 #include "options.hpp"
