@@ -17,6 +17,7 @@
 #   make site       the workbook as a site in build/site/ (scripts/site.sh): contents, search, diagrams, offline
 #   make doctor     check this machine: one line per check, OK/WARN/FAIL, each with its fix
 #                   (scripts/doctor.sh; -h lists the checks, --device DEV, --peer HOST)
+#   make help       this list
 #   make clean
 #
 # `make` builds in parallel, one job per core; `make -j1` still builds one at a time.
@@ -79,9 +80,13 @@ UNIT_BINS   := $(patsubst tests/unit/%.cpp,build/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.cpp)
 HELPER_BINS := $(patsubst tests/helpers/%.cpp,build/tests/helpers/%,$(HELPER_SRCS))
 
-.PHONY: all check check-kernels tour deps site site-deps doctor capture captures wireshark-profile clean units exercises grade bench lab-selftest
+.PHONY: help all check check-kernels tour deps site site-deps doctor capture captures wireshark-profile clean units exercises grade bench lab-selftest
 .PHONY: exercise-files exercise exercise-reset exercise-save exercise-refresh
 all: $(LESSONS) exercise-files
+
+# make help: the list at the top of this file, one target a line.
+help:
+	@awk 'NR > 2 && /^#   / { sub(/^# /, ""); print } /^#   make clean/ { exit }' $(firstword $(MAKEFILE_LIST))
 
 build/common/%.o: common/%.cpp $(wildcard common/*.hpp) Makefile
 	@mkdir -p $(@D)

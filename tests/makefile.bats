@@ -72,6 +72,17 @@ recipe_makeflags() {
   assert_output --regexp "(^| )-j1( |$)"
 }
 
+@test "make help prints every target the Makefile's header names, one a line, and is not the default goal" {
+  run make -s --no-print-directory help
+  assert_success
+  local target
+  for target in $(sed -n 's/^#   make \([^ ]*\).*/\1/p' Makefile); do
+    assert_line --partial "  make $target "
+  done
+  run make -n --no-print-directory
+  refute_output --partial "make tour"
+}
+
 @test "make CXXFLAGS=... on the command line replaces only the optimisation flags: C++20, the warnings and rdma-core's flags stay" {
   run -0 make -n -B CXXFLAGS='-O1 -g -fsanitize=address,undefined' lesson1
   assert_line --regexp '^g\+\+ -O1 -g -fsanitize=address,undefined -std=c\+\+20 -Wall -Wextra -Werror -Icommon .*lessons/01_device_query/lesson1\.cpp build/libworkbook\.a .*-libverbs -lrdmacm'
