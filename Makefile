@@ -18,7 +18,7 @@
 #   make doctor     check this machine: one line per check, OK/WARN/FAIL, each with its fix
 #                   (scripts/doctor.sh; -h lists the checks, --device DEV, --peer HOST)
 #   make help       this list
-#   make clean
+#   make clean      remove what make built (build/, ./lessonN)
 #
 # `make` builds in parallel, one job per core; `make -j1` still builds one at a time.
 # Shared compiler flags for every lesson, the helper library and the unit tests.
