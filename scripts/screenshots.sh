@@ -4,7 +4,8 @@
 #   scripts/screenshots.sh [ITEM...]     default: every item in the table below
 #
 # For each ITEM (a lesson number, or a lesson's scenario as 10:rnr) it opens
-# the shipped capture docs/captures/lessonN[-NAME].pcapng in Wireshark (the
+# the shipped capture docs/captures/lessonN[-NAME].pcapng (or, for a capture
+# recorded by hand, docs/captures/by-hand/lessonN-NAME.pcapng) in Wireshark (the
 # Debian package wireshark-qt) with the workbook's profile RDMA-Workbook, on
 # a virtual screen (Xvfb, 1920x1080), shows the RoCE packets and the
 # out-of-band exchange, selects the item's packet (the first one its filter
@@ -23,6 +24,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # ITEM, then the display filter whose first match is the packet shown.
+# Lesson 17's is the NAK "PSN sequence error" that the go-back-N resends
+# (yellow: their RETRANSMIT comments) follow at once, 0.09 s into the stream.
 shots='
 4       infiniband.bth.opcode == 4
 5       infiniband.bth.opcode == 11
@@ -36,6 +39,8 @@ shots='
 13      infiniband.aeth.syndrome.opcode == 1
 14      infiniband.bth.opcode == 23
 15      infiniband.bth.opcode == 4
+16      infiniband.bth.opcode == 10
+17:loss infiniband.aeth.syndrome.opcode == 3 && frame.time_relative > 0.09
 '
 # What the packet list shows: the RoCE packets and the TCP segments with data.
 view='infiniband || tcp.len > 0'
@@ -51,9 +56,16 @@ misuse() {
 
 # filter_of ITEM: its line in the table, or nothing.
 filter_of() { awk -v i="$1" '$1 == i { $1 = ""; sub(/^ +/, ""); print }' <<<"$shots"; }
-# capture_of ITEM: the shipped capture (as scripts/shipped_captures.sh names it).
+# capture_of ITEM: the shipped capture (as scripts/shipped_captures.sh names it),
+# or the one recorded by hand (lesson 17's lossy runs: docs/captures/by-hand/).
 capture_of() {
-  if [[ $1 == *:* ]]; then echo "docs/captures/lesson${1%%:*}-${1#*:}.pcapng"; else echo "docs/captures/lesson$1.pcapng"; fi
+  local name=lesson$1
+  [[ $1 != *:* ]] || name=lesson${1%%:*}-${1#*:}
+  if [[ -r docs/captures/by-hand/$name.pcapng ]]; then
+    echo "docs/captures/by-hand/$name.pcapng"
+  else
+    echo "docs/captures/$name.pcapng"
+  fi
 }
 # picture_of ITEM: the PNG it becomes.
 picture_of() {
@@ -162,10 +174,16 @@ shoot() {
     return 1
   }
   sleep 3 # let it draw the packet list
-  # Into the headers pane; its fifth top row is InfiniBand (Frame, Ethernet,
-  # IPv4, UDP, InfiniBand); Shift+Right expands it and every header under it.
+  # Into the headers pane (a click gives the window the keyboard).
   xdotool mousemove --window "$win" 200 "$details_y" click 1
   sleep 0.3
+  # -g leaves a late packet on the list's last row: ten packets on and back
+  # (Ctrl+Down, Ctrl+Up: Go > Next, Previous Packet) shows what follows it.
+  xdotool key --repeat 10 --delay 50 ctrl+Down
+  xdotool key --repeat 10 --delay 50 ctrl+Up
+  sleep 0.5
+  # The headers pane's fifth top row is InfiniBand (Frame, Ethernet, IPv4,
+  # UDP, InfiniBand); Shift+Right expands it and every header under it.
   xdotool key Home Down Down Down Down
   sleep 0.3
   xdotool key shift+Right
