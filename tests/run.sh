@@ -250,8 +250,11 @@ run_late() { run_own_guests "${late_suites[@]}"; }
 # they need, they boot themselves.
 run_own_guests() {
   (($#)) || return 0
-  BATS_TEST_TIMEOUT=${given_timeout:-360} env -u LAB_UP_DIR \
-    timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
+  # The bound of the group is computed with the same per-test bound the
+  # tests get (run alone, no earlier lane has set one).
+  local BATS_TEST_TIMEOUT=${given_timeout:-360}
+  export BATS_TEST_TIMEOUT
+  env -u LAB_UP_DIR timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
 }
 
 # The host lane: the pair suites in a pair that stays up, the host suites,
