@@ -48,7 +48,8 @@ struct Options {
 // for a flag with metavar == nullptr); the lesson parses it with the parse_*
 // helpers below so that bad values are reported the same way everywhere.
 struct ExtraOption {
-    char letter;            // short option, e.g. 'n'
+    char letter;            // short option, e.g. 'n'; 0 for a long option only (its value says
+                            // whether it was given: given() knows letters only)
     const char* name;       // long option, e.g. "count"
     const char* metavar;    // e.g. "N"; nullptr for a flag without argument
     const char* help;       // one line, stating the default
