@@ -5,12 +5,13 @@
 // lesson10.cpp (the QP's knobs: rnr, rnr-wait, retry, mtu, gid, recover) and
 // lesson10_nak.cpp (what a responder refuses: rem-access, qp-access, len,
 // flush) are one lesson in two programs. Each is a table of scenarios and a
-// main that hands it to run(). Read this file from the top: run() is the
-// lesson's steps 1 to 4, in the order of their verbs; connect_qp() is the
-// connection each scenario makes (INIT, receives, exchange, RTR, RTS), with
-// the knobs (Knobs) that a scenario's mistake turns; then each program's
-// scenarios. It lives in the lesson's folder, not in common/, because no
-// other lesson uses it: it prints lesson 10's own result lines.
+// main that hands it to run(). Read run() first: the lesson's steps 1 to 4,
+// in the order of their verbs (its command line and its step 3, meet(), come
+// just before it). Then connect_qp(): the connection each scenario makes
+// (INIT, receives, exchange, RTR, RTS), with the knobs (Knobs) that a
+// scenario's mistake turns. Then one program's scenarios; what they call to
+// post and to report is at the end of this file. It lives in the lesson's
+// folder, not in common/, because no other lesson uses it.
 //
 // Each program is one translation unit that includes this header once, so
 // its functions are defined here, inline.
@@ -95,6 +96,14 @@ struct Scenario {
     int (*play)(Side&);  // both sides: the server's part and the client's
 };
 
+// What tells the lesson's two programs apart.
+struct Program {
+    const char* summary;  // -h's first line
+    std::span<const Scenario> scenarios;
+    const char* sibling;        // the lesson's other program,
+    const char* sibling_plays;  // and its scenarios
+};
+
 // --- the program: both mains are run() ---------------------------------------------
 
 inline const Scenario* find_scenario(std::span<const Scenario> scenarios, const std::string& name) {
@@ -103,32 +112,43 @@ inline const Scenario* find_scenario(std::span<const Scenario> scenarios, const 
     return nullptr;
 }
 
-// The command line, once parsed: no HOST, the server (nullptr: it learns its
-// scenario from the client); HOST SCENARIO, a client, whose scenario this
-// returns; --list prints the scenarios and exits 0. `sibling` is the
-// lesson's other program, which plays the other scenarios.
-inline const Scenario* client_scenario(const wb::Options& opt, bool list, std::span<const Scenario> scenarios,
-                                       const char* sibling) {
-    if (list) {
+// The command line: no HOST, the server (nullptr: it learns its scenario
+// from the client); HOST SCENARIO, a client, whose scenario this returns;
+// --list prints the scenarios and exits 0.
+inline const Scenario* parse_command_line(int argc, char** argv, const Program& program, wb::Options& opt) {
+    wb::set_program_name(argv[0]);
+    const std::string me = wb::program_name();
+    std::string names, list;
+    for (const Scenario& sc : program.scenarios) names += (names.empty() ? "" : " ") + std::string(sc.name);
+    const std::string synopsis = "[options]                server: plays its side of the client's scenario\n  " + me +
+                                 " [options] HOST SCENARIO  client: make SCENARIO's failure happen\n  " + me +
+                                 " --list                   the scenarios";
+    const std::string notes = "SCENARIO: " + names + " (" + program.sibling + " plays " + program.sibling_plays +
+                              ").\nThe client exits 0 when the failure happened as the lesson teaches, 1 when not.";
+    const wb::Usage usage = {.synopsis = synopsis.c_str(), .summary = program.summary, .notes = notes.c_str()};
+    const wb::ExtraOption extra[] = {
+        {0, "list", nullptr, "list the scenarios, one line each, and exit", &list},
+    };
+    opt = wb::parse_options(argc, argv, usage, extra);
+    if (!list.empty()) {
         if (!opt.args.empty()) wb::usage_error("--list takes no HOST or SCENARIO");
-        for (const Scenario& sc : scenarios) std::printf("%-11s %s\n", sc.name, sc.breaks);
+        for (const Scenario& sc : program.scenarios) std::printf("%-11s %s\n", sc.name, sc.breaks);
         std::exit(0);
     }
     if (opt.args.empty()) return nullptr;
     if (opt.args.size() != 2)
         wb::usage_error("a client needs HOST SCENARIO, got " + std::to_string(opt.args.size()) + " argument(s)");
-    const Scenario* scenario = find_scenario(scenarios, opt.args[1]);
+    const Scenario* scenario = find_scenario(program.scenarios, opt.args[1]);
     if (!scenario)
-        wb::usage_error("unknown scenario '" + wb::printable(opt.args[1].data(), opt.args[1].size()) + "' (" +
-                        wb::program_name() + " --list shows them, " + sibling + " --list the others)");
+        wb::usage_error("unknown scenario '" + wb::printable(opt.args[1].data(), opt.args[1].size()) + "' (" + me +
+                        " --list shows them, " + program.sibling + " --list the others)");
     return scenario;
 }
 
 // Step 3: the TCP connection, and the scenario's name on it: 16 bytes,
 // NUL-padded. The client sends its `scenario`; the server learns its own,
-// which this returns (a name it does not know may be its `sibling`'s).
-inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const Scenario* scenario,
-                            const char* sibling) {
+// which this returns (a name it does not know may be its sibling's).
+inline const Scenario* meet(Side& s, const Program& program, const Scenario* scenario) {
     std::array<uint8_t, kNameBytes> name{};
     if (s.server) {
         wb::Listener listener(s.opt.tcp_port);
@@ -137,12 +157,12 @@ inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const 
         if (!wb::recv_exact(s.conn, name, s.opt.timeout_s))
             wb::fail("the client " + s.conn.peer() + " closed the connection before naming a scenario");
         const size_t n = strnlen(reinterpret_cast<const char*>(name.data()), kNameBytes);
-        scenario = find_scenario(scenarios, std::string(reinterpret_cast<const char*>(name.data()), n));
+        scenario = find_scenario(program.scenarios, std::string(reinterpret_cast<const char*>(name.data()), n));
         if (!scenario)
             wb::fail("the client " + s.conn.peer() + " asked for scenario \"" +
                          wb::printable(reinterpret_cast<const char*>(name.data()), n) + "\", which this server does not know",
-                     std::string("is the client ") + wb::program_name() + " too, of the same version? (" + sibling +
-                         "'s scenarios need a " + sibling + " server)");
+                     std::string("is the client ") + wb::program_name() + " too, of the same version? (" +
+                         program.sibling + "'s scenarios need a " + program.sibling + " server)");
     } else {
         s.conn = wb::connect_to(s.opt.args[0], s.opt.tcp_port, s.opt.timeout_s);
         std::memcpy(name.data(), scenario->name, std::strlen(scenario->name));
@@ -155,14 +175,9 @@ inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const 
 // Both programs' main: the lesson's steps, in the order of their verbs. The
 // objects are locals in creation order, so that leaving run() releases them
 // in reverse (each handle's deleter is its destroy verb: common/handles.hpp).
-inline int run(int argc, char** argv, const wb::Usage& usage, std::span<const Scenario> scenarios,
-               const char* sibling) {
-    std::string list;
-    const wb::ExtraOption extra[] = {
-        {0, "list", nullptr, "list the scenarios, one line each, and exit", &list},
-    };
-    const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
-    const Scenario* scenario = client_scenario(opt, !list.empty(), scenarios, sibling);
+inline int run(int argc, char** argv, const Program& program) {
+    wb::Options opt;
+    const Scenario* scenario = parse_command_line(argc, argv, program, opt);
     const bool server = scenario == nullptr;
 
     // 1. Device, port and address (lesson 1), and the port's counters as they are now.
@@ -190,7 +205,7 @@ inline int run(int argc, char** argv, const wb::Usage& usage, std::span<const Sc
            .qp = qp.get(), .buf = buf.get()};
 
     // 3. The TCP connection, and the scenario's name on it.
-    scenario = meet(s, scenarios, scenario, sibling);
+    scenario = meet(s, program, scenario);
 
     // 4. The scenario: its MR, its connection with its mistake, what each side sees.
     return scenario->play(s);

@@ -327,17 +327,17 @@ constexpr Scenario kScenarios[] = {
     {"recover", "rnr's error, then ERR -> RESET -> INIT -> RTR -> RTS and a good sum", recover},
 };
 
+constexpr Program kProgram = {
+    .summary = "when RDMA fails: the QP's knobs turned wrong, on both sides, and a QP recovered",
+    .scenarios = kScenarios,
+    .sibling = "lesson10_nak",
+    .sibling_plays = "rem-access qp-access len flush",
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    const wb::Usage usage = {
-        .synopsis = "[options]                server: plays its side of the client's scenario\n"
-                    "  lesson10 [options] HOST SCENARIO  client: make SCENARIO's failure happen\n"
-                    "  lesson10 --list                   the scenarios",
-        .summary = "when RDMA fails: the QP's knobs turned wrong, on both sides, and a QP recovered",
-        .notes = "SCENARIO: rnr rnr-wait retry mtu gid recover (lesson10_nak plays rem-access qp-access len flush).\n"
-                 "The client exits 0 when the failure happened as the lesson teaches, 1 when not.",
-    };
-    // Steps 1 to 4, in failures.hpp: device, PD, CQs, QP; the TCP connection; the scenario.
-    return failures::run(argc, argv, usage, kScenarios, "lesson10_nak");
+    // failures.hpp's run(): the command line, then steps 1 to 4 (device, PD,
+    // CQs, QP; the TCP connection; the scenario, one of kScenarios above).
+    return failures::run(argc, argv, kProgram);
 }

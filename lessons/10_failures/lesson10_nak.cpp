@@ -140,17 +140,17 @@ constexpr Scenario kScenarios[] = {
     {"flush", "WRITE with a wrong rkey, then two SENDs: one error, two flushes", flush},
 };
 
+constexpr Program kProgram = {
+    .summary = "when RDMA fails: requests the responder refuses with a NAK, on both sides",
+    .scenarios = kScenarios,
+    .sibling = "lesson10",
+    .sibling_plays = "rnr rnr-wait retry mtu gid recover",
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    const wb::Usage usage = {
-        .synopsis = "[options]                server: plays its side of the client's scenario\n"
-                    "  lesson10_nak [options] HOST SCENARIO  client: make SCENARIO's failure happen\n"
-                    "  lesson10_nak --list                   the scenarios",
-        .summary = "when RDMA fails: requests the responder refuses with a NAK, on both sides",
-        .notes = "SCENARIO: rem-access qp-access len flush (lesson10 plays rnr rnr-wait retry mtu gid recover).\n"
-                 "The client exits 0 when the failure happened as the lesson teaches, 1 when not.",
-    };
-    // Steps 1 to 4, in failures.hpp: device, PD, CQs, QP; the TCP connection; the scenario.
-    return failures::run(argc, argv, usage, kScenarios, "lesson10");
+    // failures.hpp's run(): the command line, then steps 1 to 4 (device, PD,
+    // CQs, QP; the TCP connection; the scenario, one of kScenarios above).
+    return failures::run(argc, argv, kProgram);
 }
