@@ -215,18 +215,16 @@ inline int run(int argc, char** argv, const Program& program) {
 
 // How one side connects: lesson 4's connection with lesson 3's values, unless
 // the scenario's mistake changes one. Each knob is set in one transition.
-constexpr uint8_t kMinRnrTimer = 12;  // the lessons' values (lesson 3)
-constexpr uint8_t kRetryCnt = 6;
-constexpr uint8_t kRnrRetry = 7;
-constexpr uint8_t kAckTimeout = 14;  // ACK timeout 4.096 us x 2^14 = 67 ms before a resend
+constexpr uint8_t kMinRnrTimer = 12;  // lesson 3's: RNR NAK delay code 12 = 0.64 ms
 struct Knobs {
-    int qp_access = 0;            // RESET -> INIT: what the peer's requests may do at our QP
-    int receives = 0;             // posted in INIT, before the exchange, of receive_bytes each
-    uint32_t receive_bytes = 16;  //   (a receive must be there before the peer SENDs: lesson 4)
-    std::optional<ibv_mtu> path_mtu;      // INIT -> RTR; none: the smaller active MTU of the two ports
-    uint8_t min_rnr_timer = kMinRnrTimer;  // INIT -> RTR: the wait our RNR NAKs ask for: 12 = 0.64 ms, 0 = 655.36 ms
-    uint8_t retry_cnt = kRetryCnt;         // RTR -> RTS: resends when no ACK comes at all (7: for ever, on rxe)
-    uint8_t rnr_retry = kRnrRetry;         // RTR -> RTS: resends after an RNR NAK (7: for ever)
+    int qp_access = 0;                     // RESET -> INIT: what the peer's requests may do at our QP
+    int receives = 0;                      // posted in INIT, before the exchange (a receive must be
+    uint32_t receive_bytes = 16;           //   there before the peer SENDs: lesson 4), of this length
+    std::optional<ibv_mtu> path_mtu;       // INIT -> RTR; none: the smaller active MTU of the two ports
+    uint8_t min_rnr_timer = kMinRnrTimer;  // INIT -> RTR: the wait our RNR NAKs ask for (0 = 655.36 ms)
+    uint8_t timeout = 14;                  // RTR -> RTS: the ACK timeout, 4.096 us x 2^timeout: 14 = 67 ms
+    uint8_t retry_cnt = 6;                 // RTR -> RTS: resends when no ACK comes (7: for ever, on rxe)
+    uint8_t rnr_retry = 7;                 // RTR -> RTS: resends after an RNR NAK (7: for ever)
     ibv_qp_state up_to = IBV_QPS_RTS;      // how far our QP goes
     bool print_states = false;             // print the QP's state after each transition (recover)
 };
@@ -259,8 +257,8 @@ inline void print_state(const Side& s, const char* step) {
     std::printf("%s: %-14s QP is %s\n", s.who, step, wb::qp_state_name(wb::query_state(s.qp)));
 }
 
-// INIT -> RTR, as common/qp.cpp's qp_to_rtr (lesson 3), but with the two
-// receiver-side knobs: where the peer is, the path MTU, min_rnr_timer.
+// INIT -> RTR: where the peer is, as common/qp.cpp's qp_to_rtr (lesson 3)
+// sets it, and the two receiver-side knobs, path_mtu and min_rnr_timer.
 constexpr int kToRtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 inline ibv_qp_attr rtr_attr(const Side& s, const Knobs& k) {
@@ -271,12 +269,14 @@ inline ibv_qp_attr rtr_attr(const Side& s, const Knobs& k) {
         .rq_psn = s.peer.psn,
         .dest_qp_num = s.peer.qp_num,
         .ah_attr = {.dlid = s.peer.lid, .is_global = 0, .port_num = s.addr.port},
-        .max_dest_rd_atomic = 1,
+        .max_dest_rd_atomic = 1,  // one READ from the peer in flight at a time
         .min_rnr_timer = k.min_rnr_timer,
     };
     if (s.addr.gid_index >= 0) {  // RoCE: GRH addressing (lesson 3)
         attr.ah_attr.is_global = 1;
-        attr.ah_attr.grh = {.dgid = s.peer.gid, .sgid_index = static_cast<uint8_t>(s.addr.gid_index), .hop_limit = 64};
+        attr.ah_attr.grh = {.dgid = s.peer.gid,
+                            .sgid_index = static_cast<uint8_t>(s.addr.gid_index),
+                            .hop_limit = 64};  // the IP TTL of RoCE v2 packets
     }
     return attr;
 }
@@ -288,8 +288,8 @@ inline ibv_qp_attr rts_attr(const Side& s, const Knobs& k) {
     return {
         .qp_state = IBV_QPS_RTS,
         .sq_psn = s.psn,
-        .max_rd_atomic = 1,
-        .timeout = kAckTimeout,
+        .max_rd_atomic = 1,  // one READ of ours in flight at a time
+        .timeout = k.timeout,
         .retry_cnt = k.retry_cnt,
         .rnr_retry = k.rnr_retry,
     };

@@ -157,10 +157,10 @@ int retry(Side& s) {
     if (s.server) return server_reports(s, "retry");
     post(s, IBV_WR_SEND, 16);
     // Each try waits for the ACK timeout: 4.096 us x 2^timeout; retry_cnt resends after the first.
-    const double predicted = (k.retry_cnt + 1) * 4.096e-6 * std::pow(2.0, kAckTimeout);
+    const double each = 4.096e-6 * std::pow(2.0, k.timeout), predicted = (k.retry_cnt + 1) * each;
     char why[160];
-    std::snprintf(why, sizeof why, "nothing answered: %d tries x 67 ms (timeout %u, retry_cnt %u) predict %.2f s",
-                  k.retry_cnt + 1, kAckTimeout, k.retry_cnt, predicted);
+    std::snprintf(why, sizeof why, "nothing answered: %d tries x %.0f ms (timeout %u, retry_cnt %u) predict %.2f s",
+                  k.retry_cnt + 1, each * 1e3, k.timeout, k.retry_cnt, predicted);
     return client_expects(s, "retry", IBV_WC_RETRY_EXC_ERR, why, true);
 }
 
