@@ -172,7 +172,7 @@ between() {
   server_async_event
 }
 
-@test "--list prints each program's scenarios with what it breaks, one a line" {
+@test "--list, long only, prints each program's scenarios with what it breaks, one a line" {
   run -0 rx ./lesson10 --list
   [[ $(cut -d' ' -f1 <<<"$output" | paste -sd' ') == "rnr rnr-wait retry mtu gid recover" ]]
   assert_line --regexp '^rnr +the server posts no receive; the client.s rnr_retry is 0$'
@@ -184,13 +184,18 @@ between() {
   assert_equal "$stderr" "lesson10: --list takes no HOST or SCENARIO (see lesson10 -h)"
   run -2 --separate-stderr rx ./lesson10_nak --list 127.0.0.1 len
   assert_equal "$stderr" "lesson10_nak: --list takes no HOST or SCENARIO (see lesson10_nak -h)"
+  # No short form: -l is lesson 11's --batch, one meaning per option letter.
+  run -2 --separate-stderr rx ./lesson10 -l
+  assert_equal "$stderr" "lesson10: unknown option '-l' (see lesson10 -h)"
+  run -2 --separate-stderr rx ./lesson10_nak -l
+  assert_equal "$stderr" "lesson10_nak: unknown option '-l' (see lesson10_nak -h)"
 }
 
 @test "-h prints each program's usage with its defaults and scenarios, naming the other's, and exits 0" {
   run -0 rx ./lesson10 -h
   assert_line --partial "lesson10 [options] HOST SCENARIO"
   assert_output --partial "(default: 18515)"
-  assert_output --partial "--list"
+  assert_line "      --list            list the scenarios, one line each, and exit"
   assert_output --partial "SCENARIO: rnr rnr-wait retry mtu gid recover (lesson10_nak plays rem-access qp-access len flush)."
   run -0 rx ./lesson10_nak -h
   assert_line --partial "lesson10_nak [options] HOST SCENARIO"

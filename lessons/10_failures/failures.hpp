@@ -1,14 +1,17 @@
-// failures.hpp - what lesson 10's two programs share: one side of a scenario,
-// and the plumbing around the mistakes.
+// failures.hpp - what lesson 10's two programs share: their main (run), the
+// connection every scenario makes with its one mistake in it (connect_qp), and
+// how each side posts and reports.
 //
 // lesson10.cpp (the QP's knobs: rnr, rnr-wait, retry, mtu, gid, recover) and
 // lesson10_nak.cpp (what a responder refuses: rem-access, qp-access, len,
-// flush) are one lesson in two programs, and they run their scenarios the same
-// way: the same Side, the same command line, the same meeting over TCP, the
-// same posts, and the same last lines on each side. That is kept here, once,
-// in the lesson's own folder rather than in common/, because no other lesson
-// uses it: it prints lesson 10's own result lines. Read the scenarios first
-// (each program's top); this is the plumbing, in the order main calls it.
+// flush) are one lesson in two programs. Each is a table of scenarios and a
+// main that hands it to run(). Read run() first: the lesson's steps 1 to 4,
+// in the order of their verbs (its command line and its step 3, meet(), come
+// just before it). Then connect_qp(): the connection each scenario makes
+// (INIT, receives, exchange, RTR, RTS), with the knobs (Knobs) that a
+// scenario's mistake turns. Then one program's scenarios; what they call to
+// post and to report is at the end of this file. It lives in the lesson's
+// folder, not in common/, because no other lesson uses it.
 //
 // Each program is one translation unit that includes this header once, so
 // its functions are defined here, inline.
@@ -19,7 +22,9 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
@@ -32,11 +37,11 @@
 
 #include "check.hpp"
 #include "completion.hpp"
-#include "qp.hpp"
 #include "device.hpp"
 #include "exchange.hpp"
 #include "handles.hpp"
 #include "options.hpp"
+#include "qp.hpp"
 
 namespace failures {
 
@@ -44,7 +49,7 @@ constexpr uint16_t kLesson = 10;  // sent in the exchange: lesson 10's programs 
 // The client names its scenario in the first bytes it sends on the TCP
 // connection: exactly 16 bytes, the name padded with NUL bytes.
 constexpr size_t kNameBytes = 16;
-constexpr uint32_t kBufferBytes = 4096;  // every MR: one page
+constexpr uint32_t kBufferBytes = 4096;  // the buffer, and every scenario's MR of it: one page
 // After the exchange the two sides keep in step with 4-byte tokens on the TCP
 // connection (wb::send_token): "RTR!" the server's QP is ready (lesson 4);
 // "DONE" the client has its result, the server may report; "NEXT" (rnr-wait)
@@ -63,23 +68,26 @@ inline double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Everything one side holds, declared in creation order (reverse destruction).
+// One side of a scenario: the objects run() created (run() owns them, and
+// releases them in reverse when the scenario returns), and what the scenario
+// adds to them: its MR, the TCP connection, the peer.
 struct Side {
-    wb::Options opt;
-    bool server = true;
-    const char* who = "server";
-    wb::Context ctx;
-    wb::PortAddress addr;
-    wb::ProtectionDomain pd;
-    wb::CompletionQueue send_cq, recv_cq;
-    wb::QueuePair qp;
-    wb::Buffer buf;
-    wb::MemoryRegion mr;  // registered by each scenario, with the access it needs
-    wb::Connection conn;
-    uint32_t psn = 0;
-    wb::PeerInfo peer;
-    std::optional<wb::PortCounters> counters;  // the port's hw_counters since we started
-    Clock::time_point posted;                  // when the last work request was posted
+    const wb::Options& opt;
+    bool server;
+    const char* who;  // "server" or "client", the first word of the lines it prints
+    ibv_context* ctx;
+    wb::PortAddress addr;              // gid's client takes another GID
+    const wb::PortCounters& counters;  // the port's hw_counters since we started
+    ibv_pd* pd;
+    ibv_cq* send_cq;
+    ibv_cq* recv_cq;
+    ibv_qp* qp;
+    char* buf;  // kBufferBytes
+    wb::Connection conn{};
+    wb::MemoryRegion mr{};  // registered by each scenario, with the access it needs
+    uint32_t psn = 0;       // our first PSN, new at each exchange
+    wb::PeerInfo peer{};
+    Clock::time_point posted{};  // when the last work request was posted
 };
 
 struct Scenario {
@@ -88,7 +96,15 @@ struct Scenario {
     int (*play)(Side&);  // both sides: the server's part and the client's
 };
 
-// --- main's steps ---------------------------------------------------------------
+// What tells the lesson's two programs apart.
+struct Program {
+    const char* summary;  // -h's first line
+    std::span<const Scenario> scenarios;
+    const char* sibling;        // the lesson's other program,
+    const char* sibling_plays;  // and its scenarios
+};
+
+// --- the program: both mains are run() ---------------------------------------------
 
 inline const Scenario* find_scenario(std::span<const Scenario> scenarios, const std::string& name) {
     for (const Scenario& sc : scenarios)
@@ -96,59 +112,43 @@ inline const Scenario* find_scenario(std::span<const Scenario> scenarios, const 
     return nullptr;
 }
 
-// The command line: no HOST, the server; HOST SCENARIO, a client, whose
-// scenario this returns; --list prints the scenarios and exits 0. `sibling`
-// is the lesson's other program, which plays the other scenarios.
-inline const Scenario* parse_command_line(Side& s, int argc, char** argv, const wb::Usage& usage,
-                                          std::span<const Scenario> scenarios, const char* sibling) {
-    std::string list_flag;
+// The command line: no HOST, the server (nullptr: it learns its scenario
+// from the client); HOST SCENARIO, a client, whose scenario this returns;
+// --list prints the scenarios and exits 0.
+inline const Scenario* parse_command_line(int argc, char** argv, const Program& program, wb::Options& opt) {
+    wb::set_program_name(argv[0]);
+    const std::string me = wb::program_name();
+    std::string names, list;
+    for (const Scenario& sc : program.scenarios) names += (names.empty() ? "" : " ") + std::string(sc.name);
+    const std::string synopsis = "[options]                server: plays its side of the client's scenario\n  " + me +
+                                 " [options] HOST SCENARIO  client: make SCENARIO's failure happen\n  " + me +
+                                 " --list                   the scenarios";
+    const std::string notes = "SCENARIO: " + names + " (" + program.sibling + " plays " + program.sibling_plays +
+                              ").\nThe client exits 0 when the failure happened as the lesson teaches, 1 when not.";
+    const wb::Usage usage = {.synopsis = synopsis.c_str(), .summary = program.summary, .notes = notes.c_str()};
     const wb::ExtraOption extra[] = {
-        {'l', "list", nullptr, "list the scenarios, one line each, and exit", &list_flag},
+        {0, "list", nullptr, "list the scenarios, one line each, and exit", &list},
     };
-    s.opt = wb::parse_options(argc, argv, usage, extra);
-    if (s.opt.given('l')) {
-        if (!s.opt.args.empty()) wb::usage_error("--list takes no HOST or SCENARIO");
-        for (const Scenario& sc : scenarios) std::printf("%-11s %s\n", sc.name, sc.breaks);
+    opt = wb::parse_options(argc, argv, usage, extra);
+    if (!list.empty()) {
+        if (!opt.args.empty()) wb::usage_error("--list takes no HOST or SCENARIO");
+        for (const Scenario& sc : program.scenarios) std::printf("%-11s %s\n", sc.name, sc.breaks);
         std::exit(0);
     }
-    s.server = s.opt.args.empty();
-    s.who = s.server ? "server" : "client";
-    if (s.server) return nullptr;
-    if (s.opt.args.size() != 2)
-        wb::usage_error("a client needs HOST SCENARIO, got " + std::to_string(s.opt.args.size()) + " argument(s)");
-    const Scenario* scenario = find_scenario(scenarios, s.opt.args[1]);
+    if (opt.args.empty()) return nullptr;
+    if (opt.args.size() != 2)
+        wb::usage_error("a client needs HOST SCENARIO, got " + std::to_string(opt.args.size()) + " argument(s)");
+    const Scenario* scenario = find_scenario(program.scenarios, opt.args[1]);
     if (!scenario)
-        wb::usage_error("unknown scenario '" + wb::printable(s.opt.args[1].data(), s.opt.args[1].size()) + "' (" +
-                        wb::program_name() + " --list shows them, " + sibling + " --list the others)");
+        wb::usage_error("unknown scenario '" + wb::printable(opt.args[1].data(), opt.args[1].size()) + "' (" + me +
+                        " --list shows them, " + program.sibling + " --list the others)");
     return scenario;
-}
-
-// Steps 1 and 2: the device, port and address (lesson 1), and the counters as
-// they are now; a PD, two CQs (4 entries: flush's three WRs and more), an RC
-// QP and a buffer (lesson 4's steps 2 and 3).
-inline void open_side(Side& s) {
-    s.ctx = wb::open_device(s.opt.device);
-    s.addr = wb::choose_address(s.ctx.get(), s.opt.ib_port, s.opt.gid_index);
-    wb::print_address(ibv_get_device_name(s.ctx->device), s.addr);
-    s.counters.emplace(s.ctx.get(), s.addr.port);
-    s.pd.reset(CHECK_PTR(ibv_alloc_pd(s.ctx.get())));
-    s.send_cq.reset(CHECK_PTR(ibv_create_cq(s.ctx.get(), 4, nullptr, nullptr, 0)));
-    s.recv_cq.reset(CHECK_PTR(ibv_create_cq(s.ctx.get(), 4, nullptr, nullptr, 0)));
-    ibv_qp_init_attr qp_attr = {
-        .send_cq = s.send_cq.get(),
-        .recv_cq = s.recv_cq.get(),
-        .cap = {.max_send_wr = 3, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
-    s.qp.reset(CHECK_PTR(ibv_create_qp(s.pd.get(), &qp_attr)));
-    s.buf = wb::alloc_buffer(kBufferBytes);
 }
 
 // Step 3: the TCP connection, and the scenario's name on it: 16 bytes,
 // NUL-padded. The client sends its `scenario`; the server learns its own,
-// which this returns (a name it does not know may be its `sibling`'s).
-inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const Scenario* scenario,
-                            const char* sibling) {
+// which this returns (a name it does not know may be its sibling's).
+inline const Scenario* meet(Side& s, const Program& program, const Scenario* scenario) {
     std::array<uint8_t, kNameBytes> name{};
     if (s.server) {
         wb::Listener listener(s.opt.tcp_port);
@@ -157,12 +157,12 @@ inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const 
         if (!wb::recv_exact(s.conn, name, s.opt.timeout_s))
             wb::fail("the client " + s.conn.peer() + " closed the connection before naming a scenario");
         const size_t n = strnlen(reinterpret_cast<const char*>(name.data()), kNameBytes);
-        scenario = find_scenario(scenarios, std::string(reinterpret_cast<const char*>(name.data()), n));
+        scenario = find_scenario(program.scenarios, std::string(reinterpret_cast<const char*>(name.data()), n));
         if (!scenario)
             wb::fail("the client " + s.conn.peer() + " asked for scenario \"" +
                          wb::printable(reinterpret_cast<const char*>(name.data()), n) + "\", which this server does not know",
-                     std::string("is the client ") + wb::program_name() + " too, of the same version? (" + sibling +
-                         "'s scenarios need a " + sibling + " server)");
+                     std::string("is the client ") + wb::program_name() + " too, of the same version? (" +
+                         program.sibling + "'s scenarios need a " + program.sibling + " server)");
     } else {
         s.conn = wb::connect_to(s.opt.args[0], s.opt.tcp_port, s.opt.timeout_s);
         std::memcpy(name.data(), scenario->name, std::strlen(scenario->name));
@@ -172,23 +172,127 @@ inline const Scenario* meet(Side& s, std::span<const Scenario> scenarios, const 
     return scenario;
 }
 
-// --- what the scenarios call: connecting and posting -----------------------------
+// Both programs' main: the lesson's steps, in the order of their verbs. The
+// objects are locals in creation order, so that leaving run() releases them
+// in reverse (each handle's deleter is its destroy verb: common/handles.hpp).
+inline int run(int argc, char** argv, const Program& program) {
+    wb::Options opt;
+    const Scenario* scenario = parse_command_line(argc, argv, program, opt);
+    const bool server = scenario == nullptr;
 
-// Our MR, with exactly `access`.
+    // 1. Device, port and address (lesson 1), and the port's counters as they are now.
+    wb::Context ctx = wb::open_device(opt.device);
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
+    wb::print_address(ibv_get_device_name(ctx->device), addr);
+    const wb::PortCounters counters(ctx.get(), addr.port);
+
+    // 2. A PD, two CQs, an RC QP and a buffer (lesson 4's step 2). Each
+    //    scenario registers the buffer with the access it needs (its MR).
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
+    // 4 entries: flush's three WRs and more.
+    wb::CompletionQueue send_cq{CHECK_PTR(ibv_create_cq(ctx.get(), 4, nullptr, nullptr, 0))};
+    wb::CompletionQueue recv_cq{CHECK_PTR(ibv_create_cq(ctx.get(), 4, nullptr, nullptr, 0))};
+    ibv_qp_init_attr qp_attr = {
+        .send_cq = send_cq.get(),
+        .recv_cq = recv_cq.get(),
+        .cap = {.max_send_wr = 3, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1},  // flush's 3 and 2
+        .qp_type = IBV_QPT_RC,
+    };
+    wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
+    wb::Buffer buf = wb::alloc_buffer(kBufferBytes);
+    Side s{.opt = opt, .server = server, .who = server ? "server" : "client", .ctx = ctx.get(), .addr = addr,
+           .counters = counters, .pd = pd.get(), .send_cq = send_cq.get(), .recv_cq = recv_cq.get(),
+           .qp = qp.get(), .buf = buf.get()};
+
+    // 3. The TCP connection, and the scenario's name on it.
+    scenario = meet(s, program, scenario);
+
+    // 4. The scenario: its MR, its connection with its mistake, what each side sees.
+    return scenario->play(s);
+}
+
+// --- a scenario's connection, and the knobs its mistake turns ----------------------
+
+// How one side connects: lesson 4's connection with lesson 3's values, unless
+// the scenario's mistake changes one. Each knob is set in one transition.
+constexpr uint8_t kMinRnrTimer = 12;  // lesson 3's: RNR NAK delay code 12 = 0.64 ms
+struct Knobs {
+    int qp_access = 0;                     // RESET -> INIT: what the peer's requests may do at our QP
+    int receives = 0;                      // posted in INIT, before the exchange (a receive must be
+    uint32_t receive_bytes = 16;           //   there before the peer SENDs: lesson 4), of this length
+    std::optional<ibv_mtu> path_mtu;       // INIT -> RTR; none: the smaller active MTU of the two ports
+    uint8_t min_rnr_timer = kMinRnrTimer;  // INIT -> RTR: the wait our RNR NAKs ask for (0 = 655.36 ms)
+    uint8_t timeout = 14;                  // RTR -> RTS: the ACK timeout, 4.096 us x 2^timeout: 14 = 67 ms
+    uint8_t retry_cnt = 6;                 // RTR -> RTS: resends when no ACK comes (7: for ever, on rxe)
+    uint8_t rnr_retry = 7;                 // RTR -> RTS: resends after an RNR NAK (7: for ever)
+    ibv_qp_state up_to = IBV_QPS_RTS;      // how far our QP goes
+    bool print_states = false;             // print the QP's state after each transition (recover)
+};
+
+// Our MR of the buffer, with exactly `access`.
 inline void register_buffer(Side& s, int access) {
-    s.mr.reset(CHECK_PTR(ibv_reg_mr(s.pd.get(), s.buf.get(), kBufferBytes, access),
+    s.mr.reset(CHECK_PTR(ibv_reg_mr(s.pd, s.buf, kBufferBytes, access),
                          "ulimit -l: is locked memory limited? (make doctor checks this)"));
 }
 
-// Lesson 4's exchange, offering our buffer.
+inline void post_receive(Side& s, uint32_t length) {
+    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf), .length = length, .lkey = s.mr->lkey};
+    ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};
+    ibv_recv_wr* bad = nullptr;
+    CHECK_RC(ibv_post_recv(s.qp, &wr, &bad));
+}
+
+// Lesson 4's exchange, with a fresh PSN, offering our buffer.
 inline void exchange(Side& s) {
     s.psn = wb::random_psn();
-    wb::PeerInfo me = wb::local_info(kLesson, s.qp.get(), s.psn, s.addr);
-    me.addr = reinterpret_cast<uintptr_t>(s.buf.get());
+    wb::PeerInfo me = wb::local_info(kLesson, s.qp, s.psn, s.addr);
+    me.addr = reinterpret_cast<uintptr_t>(s.buf);
     me.length = kBufferBytes;
     me.rkey = s.mr->rkey;
     s.peer = wb::exchange(s.conn, me, s.opt.timeout_s);
     std::printf("%s: peer %s is QP 0x%x, first PSN %u\n", s.who, s.conn.peer().c_str(), s.peer.qp_num, s.peer.psn);
+}
+
+inline void print_state(const Side& s, const char* step) {
+    std::printf("%s: %-14s QP is %s\n", s.who, step, wb::qp_state_name(wb::query_state(s.qp)));
+}
+
+// INIT -> RTR: where the peer is, as common/qp.cpp's qp_to_rtr (lesson 3)
+// sets it, and the two receiver-side knobs, path_mtu and min_rnr_timer.
+constexpr int kToRtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+inline ibv_qp_attr rtr_attr(const Side& s, const Knobs& k) {
+    ibv_qp_attr attr = {
+        .qp_state = IBV_QPS_RTR,
+        // the largest packet payload: IBV_MTU_1024 = 1024 bytes
+        .path_mtu = k.path_mtu.value_or(std::min(s.addr.attr.active_mtu, static_cast<ibv_mtu>(s.peer.mtu))),
+        .rq_psn = s.peer.psn,
+        .dest_qp_num = s.peer.qp_num,
+        .ah_attr = {.dlid = s.peer.lid, .is_global = 0, .port_num = s.addr.port},
+        .max_dest_rd_atomic = 1,  // one READ from the peer in flight at a time
+        .min_rnr_timer = k.min_rnr_timer,
+    };
+    if (s.addr.gid_index >= 0) {  // RoCE: GRH addressing (lesson 3)
+        attr.ah_attr.is_global = 1;
+        attr.ah_attr.grh = {.dgid = s.peer.gid,
+                            .sgid_index = static_cast<uint8_t>(s.addr.gid_index),
+                            .hop_limit = 64};  // the IP TTL of RoCE v2 packets
+    }
+    return attr;
+}
+
+// RTR -> RTS with our first PSN and the three sender-side knobs.
+constexpr int kToRts =
+    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+inline ibv_qp_attr rts_attr(const Side& s, const Knobs& k) {
+    return {
+        .qp_state = IBV_QPS_RTS,
+        .sq_psn = s.psn,
+        .max_rd_atomic = 1,  // one READ of ours in flight at a time
+        .timeout = k.timeout,
+        .retry_cnt = k.retry_cnt,
+        .rnr_retry = k.rnr_retry,
+    };
 }
 
 // The server's "RTR!" (lesson 4, step 8).
@@ -197,17 +301,32 @@ inline void go(Side& s) {
     else wb::expect_token(s.conn, "RTR!", s.opt.timeout_s);
 }
 
-inline void post_receive(Side& s, uint32_t length) {
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.mr->addr), .length = length, .lkey = s.mr->lkey};
-    ibv_recv_wr wr = {.wr_id = kRecvId, .next = nullptr, .sg_list = &sge, .num_sge = 1};
-    ibv_recv_wr* bad = nullptr;
-    CHECK_RC(ibv_post_recv(s.qp.get(), &wr, &bad));
+// Every scenario's connection, lesson 4's steps with `k`'s knobs: RESET ->
+// INIT, the receives, the exchange, INIT -> RTR, RTR -> RTS, the server's "RTR!".
+inline void connect_qp(Side& s, const Knobs& k) {
+    wb::qp_to_init(s.qp, s.addr, k.qp_access);  // ibv_modify_qp to INIT (lesson 3)
+    if (k.print_states) print_state(s, "-> INIT");
+    for (int i = 0; i < k.receives; ++i) post_receive(s, k.receive_bytes);
+    exchange(s);
+    if (k.up_to >= IBV_QPS_RTR) {
+        ibv_qp_attr rtr = rtr_attr(s, k);
+        CHECK_RC(ibv_modify_qp(s.qp, &rtr, kToRtr), "compare both sides' gid: lines (lesson 3)");
+        if (k.print_states) print_state(s, "-> RTR");
+    }
+    if (k.up_to >= IBV_QPS_RTS) {
+        ibv_qp_attr rts = rts_attr(s, k);
+        CHECK_RC(ibv_modify_qp(s.qp, &rts, kToRts));
+        if (k.print_states) print_state(s, "-> RTS");
+    }
+    go(s);
 }
+
+// --- posting ------------------------------------------------------------------------
 
 // One signaled work request of `length` bytes from our buffer, at `offset`
 // in it; an RDMA WRITE or READ targets the peer's buffer with `rkey`.
 inline void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey = 0, uint32_t offset = 0) {
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf.get() + offset), .length = length, .lkey = s.mr->lkey};
+    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(s.buf + offset), .length = length, .lkey = s.mr->lkey};
     ibv_send_wr wr = {
         .wr_id = kSendId,
         .next = nullptr,
@@ -218,7 +337,7 @@ inline void post(Side& s, ibv_wr_opcode opcode, uint32_t length, uint32_t rkey =
         .wr = {.rdma = {.remote_addr = s.peer.addr, .rkey = rkey}},  // ignored by a SEND
     };
     ibv_send_wr* bad = nullptr;
-    CHECK_RC(ibv_post_send(s.qp.get(), &wr, &bad));
+    CHECK_RC(ibv_post_send(s.qp, &wr, &bad));
     s.posted = Clock::now();
 }
 
@@ -244,9 +363,9 @@ inline void print_async_events(const Side& s, int ms) {
     pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
     while (CHECK_ERRNO(poll(&p, 1, seen ? 0 : ms)) == 1) {
         ibv_async_event ev;
-        if (ibv_get_async_event(s.ctx.get(), &ev) == -1) {
+        if (ibv_get_async_event(s.ctx, &ev) == -1) {
             if (errno == EAGAIN) break;  // poll() saw the fd readable, but another reader took the event
-            wb::fail("ibv_get_async_event(s.ctx.get(), &ev) failed: " + wb::errno_str(errno));
+            wb::fail("ibv_get_async_event(s.ctx, &ev) failed: " + wb::errno_str(errno));
         }
         std::printf("%s: async event %s (%d)\n", s.who, ibv_event_type_str(ev.event_type), ev.event_type);
         ibv_ack_async_event(&ev);  // every event must be acked, or destroying its QP/CQ hangs
@@ -256,34 +375,35 @@ inline void print_async_events(const Side& s, int ms) {
 }
 
 inline void print_counters(const Side& s) {
-    std::printf("%s: port counters that moved: %s\n", s.who, s.counters->moved_list().c_str());
-}
-
-inline void print_state(const Side& s, const char* step) {
-    std::printf("%s: %-14s QP is %s\n", s.who, step, wb::qp_state_name(wb::query_state(s.qp.get())));
+    std::printf("%s: port counters that moved: %s\n", s.who, s.counters.moved_list().c_str());
 }
 
 // --- how each side ends and reports ----------------------------------------------
 
-// The client: wait for its one completion, compare it with what the lesson
-// teaches, tell the server "DONE", and print the result line (with the time
-// the completion took, when `timed`).
+// The client's check of one completion: it has the status the lesson
+// teaches, or the client tells the server "DONE" and ends, exit 1, with
+// "result: error: SCENARIO: expected ..., got ...".
+inline void require(Side& s, const char* scenario, const std::optional<ibv_wc>& wc, ibv_wc_status expected) {
+    if (wc && wc->status == expected) return;
+    wb::send_token(s.conn, "DONE");
+    wb::result_error(std::string(scenario) + ": expected " + wb::wc_status_text(expected) + ", got " +
+                     (wc ? wb::wc_status_text(wc->status)
+                         : "no completion within " + std::to_string(s.opt.timeout_s) + " s"));
+}
+
+// The client: wait for its one completion, print what it left behind, check
+// it against what the lesson teaches, tell the server "DONE", and print the
+// result line (with the time the completion took, when `timed`).
 inline int client_expects(Side& s, const char* scenario, ibv_wc_status expected, const std::string& why,
                           bool timed = false) {
-    const std::optional<ibv_wc> wc = wb::try_poll(s.send_cq.get(), s.opt.timeout_s);
+    const std::optional<ibv_wc> wc = wb::try_poll(s.send_cq, s.opt.timeout_s);
     const double took = seconds_since(s.posted);
     if (wc) print_completion(s, *wc);
-    std::printf("client: %.3f s after the post; our QP is %s\n", took,
-                wb::qp_state_name(wb::query_state(s.qp.get())));
+    std::printf("client: %.3f s after the post; our QP is %s\n", took, wb::qp_state_name(wb::query_state(s.qp)));
     print_async_events(s, 100);
     print_counters(s);
+    require(s, scenario, wc, expected);
     wb::send_token(s.conn, "DONE");
-    if (!wc)
-        wb::result_error(std::string(scenario) + ": expected " + wb::wc_status_text(expected) + ", got no completion within " +
-                         std::to_string(s.opt.timeout_s) + " s");
-    if (wc->status != expected)
-        wb::result_error(std::string(scenario) + ": expected " + wb::wc_status_text(expected) + ", got " +
-                         wb::wc_status_text(wc->status));
     std::printf("result: %s: %s, as expected: %s", scenario, wb::wc_status_text(expected).c_str(), why.c_str());
     if (timed) std::printf("; it took %.2f s", took);
     std::printf("\n");
@@ -294,13 +414,13 @@ inline int client_expects(Side& s, const char* scenario, ibv_wc_status expected,
 // its CQs hold, its QP's state, async events and counters.
 inline int server_reports(Side& s, const char* scenario, std::string seen = "") {
     wb::expect_token(s.conn, "DONE", s.opt.timeout_s);
-    for (ibv_cq* cq : {s.recv_cq.get(), s.send_cq.get()}) {
+    for (ibv_cq* cq : {s.recv_cq, s.send_cq}) {
         while (const std::optional<ibv_wc> wc = wb::try_poll(cq, 0)) {
             print_completion(s, *wc);
             seen += (seen.empty() ? "" : ", ") + wb::wc_status_text(wc->status);
         }
     }
-    const ibv_qp_state state = wb::query_state(s.qp.get());
+    const ibv_qp_state state = wb::query_state(s.qp);
     print_async_events(s, 100);
     print_counters(s);
     std::printf("result: server: %s: %s; our QP is %s\n", scenario,

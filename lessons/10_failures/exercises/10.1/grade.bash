@@ -6,7 +6,7 @@ grade() {
   local text="grader text $RANDOM$RANDOM" line name
   local before_sent_pkts before_rdma_sends before_rdma_recvs
   for name in sent_pkts rdma_sends rdma_recvs; do printf -v "before_$name" '%s' "$(ex_counter "$name")"; done
-  ex_run "$1" -d "$EX_DEV" -m "$text"
+  ex_run "$1" -d "$EX_DEV" --message "$text"
   local sent=$(($(ex_counter sent_pkts) - before_sent_pkts))
   local sends=$(($(ex_counter rdma_sends) - before_rdma_sends)) recvs=$(($(ex_counter rdma_recvs) - before_rdma_recvs))
   for line in "A: RDMA WRITE" "A: SEND" "B: RECV"; do

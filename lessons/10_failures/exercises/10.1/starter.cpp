@@ -13,8 +13,8 @@
 // (common/qp.cpp, lesson 3): the device's loopback carries the packets.
 //
 // Run it (one process):
-//     build/exercises/starter/ex10_1 [-d DEV] [-i PORT] [-g INDEX] [-m TEXT]
-//     scripts/lab.sh run -- build/exercises/starter/ex10_1 -m 'any text'     (host without RDMA)
+//     build/exercises/starter/ex10_1 [-d DEV] [-i PORT] [-g INDEX] [--message TEXT]
+//     scripts/lab.sh run -- build/exercises/starter/ex10_1 --message 'any text'     (host without RDMA)
 //
 // Verbs involved: ibv_reg_mr access flags (lesson 2), qp_access_flags
 // (lesson 3), ibv_post_recv / IBV_WR_SEND (lesson 4), IBV_WR_RDMA_WRITE
@@ -38,7 +38,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint32_t kText = 64;  // bytes the WRITE and the SEND carry: -m's text, NUL-padded
+constexpr uint32_t kText = 64;  // bytes the WRITE and the SEND carry: --message's text, NUL-padded
 
 // Wait (at most 3 s: loopback takes microseconds) for one completion on `cq`,
 // print it as "WHO: WHAT: IBV_WC_... (N, text)", and stop the program at the
@@ -71,16 +71,16 @@ void post_send(ibv_qp* qp, const ibv_mr* mr, ibv_wr_opcode opcode, uint64_t remo
 int main(int argc, char** argv) {
     std::string text = "Hello, B";
     const wb::ExtraOption extra[] = {
-        {'m', "message", "TEXT", "what A writes and sends, at most 63 bytes (default: \"Hello, B\")", &text},
+        {0, "message", "TEXT", "what A writes and sends, at most 63 bytes (default: \"Hello, B\")", &text},
     };
     const wb::Usage usage = {
-        .synopsis = "[-d DEV] [-i PORT] [-g INDEX] [-m TEXT]",
+        .synopsis = "[-d DEV] [-i PORT] [-g INDEX] [--message TEXT]",
         .summary = "exercise 10.1: an RDMA WRITE and a SEND from A to B, with three mistakes to find",
         .network = false,
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     if (!opt.args.empty()) wb::usage_error("unexpected argument '" + opt.args[0] + "'");
-    if (text.size() >= kText) wb::usage_error("-m: at most " + std::to_string(kText - 1) + " bytes");
+    if (text.size() >= kText) wb::usage_error("--message: at most " + std::to_string(kText - 1) + " bytes");
 
     // 1. Device, PD, a CQ for each QP.
     wb::Context ctx = wb::open_device(opt.device);

@@ -5,7 +5,7 @@ HINT="for A and B: ibv_modify_qp to IBV_QPS_RESET (mask IBV_QP_STATE), wb::qp_to
 grade() {
   local text="grader text $RANDOM$RANDOM" line got states before
   before=$(ex_counter retry_rnr_exceeded_err)
-  ex_run "$1" -d "$EX_DEV" -m "$text"
+  ex_run "$1" -d "$EX_DEV" --message "$text"
   local gave_up=$(($(ex_counter retry_rnr_exceeded_err) - before))
   line="A: first SEND: IBV_WC_RNR_RETRY_EXC_ERR (13, RNR retry counter exceeded)"
   got=$(ex_line "$EX_OUT" "^A: first SEND: ") || got="no 'A: first SEND: ...' line; exit $EX_STATUS: $(ex_tail "$EX_OUT")"

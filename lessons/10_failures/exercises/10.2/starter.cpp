@@ -14,8 +14,8 @@
 // the packets. rnr_retry 0 needs its own RTS transition (to_rts_rnr0).
 //
 // Run it (one process):
-//     build/exercises/starter/ex10_2 [-d DEV] [-i PORT] [-g INDEX] [-m TEXT]
-//     scripts/lab.sh run -- build/exercises/starter/ex10_2 -m 'any text'     (host without RDMA)
+//     build/exercises/starter/ex10_2 [-d DEV] [-i PORT] [-g INDEX] [--message TEXT]
+//     scripts/lab.sh run -- build/exercises/starter/ex10_2 --message 'any text'     (host without RDMA)
 //
 // Verbs involved: ibv_modify_qp to IBV_QPS_RESET and onwards (lessons 3 and
 // 10), ibv_query_qp (wb::query_state), ibv_post_recv, IBV_WR_SEND (lesson 4).
@@ -38,7 +38,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint32_t kText = 64;  // bytes each SEND carries: -m's text, NUL-padded
+constexpr uint32_t kText = 64;  // bytes each SEND carries: --message's text, NUL-padded
 
 // Wait (at most 3 s) for one completion on `cq` and print it as
 // "WHAT: IBV_WC_... (N, text)"; returns its status.
@@ -57,7 +57,7 @@ void print_state(ibv_qp* qp, const char* who) {
     std::printf("%s: QP is %s\n", who, wb::qp_state_name(wb::query_state(qp)));
 }
 
-// B's receive, for the whole inbox (unused until you post it: TODO(10.2)).
+// B's receive, for the whole inbox (the starter never posts it).
 [[maybe_unused]] void post_receive(ibv_qp* qp, const ibv_mr* mr) {
     ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(mr->addr), .length = kText, .lkey = mr->lkey};
     ibv_recv_wr wr = {.wr_id = 2, .next = nullptr, .sg_list = &sge, .num_sge = 1};
@@ -87,16 +87,16 @@ void to_rts_rnr0(ibv_qp* qp, uint32_t psn) {
 int main(int argc, char** argv) {
     std::string text = "Hello again, B";
     const wb::ExtraOption extra[] = {
-        {'m', "message", "TEXT", "what A sends, at most 63 bytes (default: \"Hello again, B\")", &text},
+        {0, "message", "TEXT", "what A sends, at most 63 bytes (default: \"Hello again, B\")", &text},
     };
     const wb::Usage usage = {
-        .synopsis = "[-d DEV] [-i PORT] [-g INDEX] [-m TEXT]",
+        .synopsis = "[-d DEV] [-i PORT] [-g INDEX] [--message TEXT]",
         .summary = "exercise 10.2: a SEND fails with RNR, the QPs are recovered, the SEND is made again",
         .network = false,
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     if (!opt.args.empty()) wb::usage_error("unexpected argument '" + opt.args[0] + "'");
-    if (text.size() >= kText) wb::usage_error("-m: at most " + std::to_string(kText - 1) + " bytes");
+    if (text.size() >= kText) wb::usage_error("--message: at most " + std::to_string(kText - 1) + " bytes");
 
     wb::Context ctx = wb::open_device(opt.device);
     const wb::PortAddress a = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
