@@ -3,6 +3,7 @@
 
 #include <getopt.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -75,7 +76,7 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
                     kDefaultTimeoutSeconds);
     }
     for (const ExtraOption& o : extra) {
-        std::string flag = std::string("-") + o.letter + ", --" + o.name;
+        std::string flag = (o.letter ? std::string("-") + o.letter + ", --" : std::string("    --")) + o.name;
         if (o.metavar) flag += std::string("=") + o.metavar;
         std::printf("  %-21s %s\n", flag.c_str(), o.help);
     }
@@ -125,10 +126,14 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
         longopts.push_back({"port", required_argument, nullptr, 'p'});
         longopts.push_back({"timeout", required_argument, nullptr, kTimeout});
     }
-    for (const ExtraOption& o : extra) {
-        shortopts += o.letter;
-        if (o.metavar) shortopts += ':';
-        longopts.push_back({o.name, o.metavar ? required_argument : no_argument, nullptr, o.letter});
+    // getopt's value of extra option i: its letter, or for a long-only one
+    // an id outside the char range, after kTimeout's.
+    const auto id = [&](size_t i) { return extra[i].letter ? extra[i].letter : kTimeout + 1 + static_cast<int>(i); };
+    for (size_t i = 0; i < extra.size(); ++i) {
+        const ExtraOption& o = extra[i];
+        if (o.letter) shortopts += o.letter;
+        if (o.letter && o.metavar) shortopts += ':';
+        longopts.push_back({o.name, o.metavar ? required_argument : no_argument, nullptr, id(i)});
     }
     longopts.push_back({nullptr, 0, nullptr, 0});
 
@@ -161,15 +166,21 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
             usage_error(msg);
         }
         default:
-            for (const ExtraOption& o : extra) {
-                if (c != o.letter) continue;
+            for (size_t i = 0; i < extra.size(); ++i) {
+                const ExtraOption& o = extra[i];
+                if (c != id(i)) continue;
                 *o.value = o.metavar ? arg : "1";
-                opt.given_extras += o.letter;
+                if (o.letter) opt.given_extras += o.letter;
+                opt.given_names.emplace_back(o.name);
             }
         }
     }
     for (int i = optind; i < argc; ++i) opt.args.emplace_back(argv[i]);
     return opt;
+}
+
+bool Options::given(const std::string& name) const {
+    return std::find(given_names.begin(), given_names.end(), name) != given_names.end();
 }
 
 }  // namespace wb

@@ -35,10 +35,13 @@ struct Options {
     bool timeout_given = false;        // a server waits forever for its first client unless set
     std::vector<std::string> args;     // positional arguments (host first, if any)
     std::string given_extras;          // the letters of the lesson's own options that were given
+    std::vector<std::string> given_names;  // their long names (the one record of a long-only option)
 
     // True when the lesson's own option `letter` was on the command line,
     // even with an empty value ("-m ''"): the one way to ask "was it given?".
     bool given(char letter) const { return given_extras.find(letter) != std::string::npos; }
+    // The same by long name: how to ask it of a long-only option (--limit).
+    bool given(const std::string& name) const;
 
     // The server's wait for its first client: -1 (no limit) unless --timeout was given.
     int accept_timeout_s() const { return timeout_given ? timeout_s : -1; }
@@ -48,7 +51,7 @@ struct Options {
 // for a flag with metavar == nullptr); the lesson parses it with the parse_*
 // helpers below so that bad values are reported the same way everywhere.
 struct ExtraOption {
-    char letter;            // short option, e.g. 'n'
+    char letter;            // short option, e.g. 'n'; 0: long-only (--name, no letter)
     const char* name;       // long option, e.g. "count"
     const char* metavar;    // e.g. "N"; nullptr for a flag without argument
     const char* help;       // one line, stating the default
