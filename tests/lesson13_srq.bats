@@ -269,7 +269,7 @@ wait_for_server_error() {
   tcp_client silent ':'
   tcp_client garbage 'printf "%054d" 0 >&5'
   tcp_client closer 'exec 5>&-'
-  wait_for_server_error 'sent nothing for 4 s' 15
+  wait_for_server_error 'then nothing for 4 s; dropped it' 15
   start_helper c1 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 10
   start_helper c2 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 10
   local c
