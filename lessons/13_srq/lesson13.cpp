@@ -299,7 +299,8 @@ std::vector<Client> accept_clients(const wb::Options& opt, int clients, ibv_pd* 
     Clock::time_point news = Clock::now();  // the last connection accepted, dropped or admitted
     std::printf("server: waiting for client 1 of %d on TCP port %u\n", clients, opt.tcp_port);
     while (static_cast<int>(cs.size()) < clients) {
-        std::vector<pollfd> fds{{.fd = pending.size() < kMaxPending ? listener.fd() : -1, .events = POLLIN, .revents = 0}};
+        const int listen_fd = pending.size() < kMaxPending ? listener.fd() : -1;  // -1: left out
+        std::vector<pollfd> fds{{.fd = listen_fd, .events = POLLIN, .revents = 0}};
         for (const Pending& p : pending) fds.push_back({.fd = p.conn.fd(), .events = POLLIN, .revents = 0});
         const int ready = poll(fds.data(), fds.size(), 100);  // 100 ms: the clocks below are read that often
         if (ready == -1 && errno == EINTR) continue;
