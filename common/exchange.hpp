@@ -68,6 +68,7 @@ public:
     Listener& operator=(const Listener&) = delete;
     // Wait up to timeout_s seconds (-1: no limit) for a client; exits 1 on timeout.
     Connection accept(int timeout_s);
+    int fd() const { return fd_; }  // to poll() it with other fds (lesson 13)
 
 private:
     int fd_ = -1;

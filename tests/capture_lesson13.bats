@@ -39,7 +39,7 @@ sends_by_qp() {
 @test "two clients on one SRQ across two guests: their SENDs go to two server QPs, each acknowledged" {
   local pcap=$BATS_TEST_TMPDIR/l13.pcap
   run timeout 300 scripts/lab.sh pair --timeout 240 --pcap "$pcap" \
-    --a "./lesson13 --timeout 60 -c 2 --srq-size 4 --limit 1" \
+    --a "./lesson13 --timeout 60 -c 2 -r 4 --limit 1" \
     --b "./lesson13 --timeout 60 192.0.2.1 -n 8 & ./lesson13 --timeout 60 192.0.2.1 -n 8; wait \$!"
   assert_success
   assert_output --regexp '\[a\] result: served 16 requests from 2 clients with one SRQ of 4 receives; limit reached [1-9][0-9]* times?'

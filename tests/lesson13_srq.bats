@@ -43,7 +43,7 @@ limit_count() {
 }
 
 @test "two clients at once share one SRQ: every request is answered on its own QP, and the limit event is raised" {
-  start_server ./lesson13 -p "$PORT" --timeout 20 -c 2 --srq-size 8 --limit 2
+  start_server ./lesson13 -p "$PORT" --timeout 20 -c 2 -r 8 --limit 2
   wait_for_server_line "waiting for client 1 of 2" 10
   start_helper c1 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 10
   start_helper c2 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 10
@@ -80,7 +80,7 @@ limit_count() {
 }
 
 @test "the server prints the receive-memory arithmetic and the device's SRQ limits" {
-  start_server ./lesson13 -p "$PORT" --timeout 10 -c 3 --srq-size 6 --limit 2
+  start_server ./lesson13 -p "$PORT" --timeout 10 -c 3 -r 6 --limit 2
   wait_for_server_line "waiting for client 1 of 3" 10
   run cat "$SERVER_OUT"
   assert_line "server: receive memory: a receive queue per QP needs 3 clients x 6 receives x 64 B = 1152 B; one SRQ needs 6 x 64 B = 384 B, however many clients"
@@ -165,7 +165,10 @@ limit_count() {
 @test "server options on a client and -n on a server are usage errors" {
   run --separate-stderr rx ./lesson13 127.0.0.1 --limit 2
   assert_failure 2
-  assert_equal "$stderr" "lesson13: -c, --srq-size and --limit are server options (./lesson13 -c CLIENTS) (see lesson13 -h)"
+  assert_equal "$stderr" "lesson13: -c, -r and --limit are server options (./lesson13 -c CLIENTS) (see lesson13 -h)"
+  run --separate-stderr rx ./lesson13 127.0.0.1 -r 8
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: -c, -r and --limit are server options (./lesson13 -c CLIENTS) (see lesson13 -h)"
   run --separate-stderr rx ./lesson13 -n 3
   assert_failure 2
   assert_equal "$stderr" "lesson13: -n is a client option (./lesson13 HOST -n N) (see lesson13 -h)"
@@ -244,14 +247,75 @@ limit_count() {
   assert_line "hostile_peer: the server closed the connection"
 }
 
-@test "a server rejects a client of another lesson" {
+# Wait (bounded, $2 seconds) until the server's stderr has a line matching the regexp $1.
+wait_for_server_error() {
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    grep -qE -- "$1" "$SERVER_ERR" 2>/dev/null && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  fail "the server never printed /$1/ on stderr: $(cat "$SERVER_OUT" "$SERVER_ERR")"
+}
+
+@test "connections that say nothing, send garbage or close during the exchange are dropped alone; the clients after them are served" {
+  # Before any real client: a connection that says nothing (a port scan, a
+  # peer that hangs), one that sends 54 bytes that are not a PeerInfo, one
+  # that closes at once. Each is dropped alone: the last two at once, while
+  # the first is still waiting, and the first after --timeout (4 s). Then
+  # the server still has room for its two clients, and serves them.
+  start_server ./lesson13 -p "$PORT" --timeout 4 -c 2
+  wait_for_server_line "waiting for client 1 of 2" 10
+  tcp_client silent ':'
+  tcp_client garbage 'printf "%054d" 0 >&5'
+  tcp_client closer 'exec 5>&-'
+  wait_for_server_error 'then nothing for 4 s; dropped it' 15
+  start_helper c1 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 10
+  start_helper c2 ./lesson13 -p "$PORT" --timeout 20 127.0.0.1 -n 10
+  local c
+  for c in c1 c2; do
+    wait_helper "$c" 30
+    assert_equal "$HELPER_STATUS" 0
+    run tail -n 1 "$BATS_TEST_TMPDIR/$c.out"
+    assert_output --regexp '^result: 10 requests answered on QP 0x[0-9a-f]+, every sum right$'
+  done
+  wait_server 15
+  assert_equal "$SERVER_STATUS" 0
+  run tail -n 1 "$SERVER_OUT"
+  assert_output --regexp '^result: served 20 requests from 2 clients with one SRQ of 8 receives; limit reached [0-9]+ times?$'
+  # One line each, in the order they were dropped: the silent one last.
+  run cat "$SERVER_ERR"
+  assert_equal "${#lines[@]}" 3
+  local from='^lesson13: a connection from 127\.0\.0\.1:[0-9]+'
+  assert_line --regexp "$from sent a malformed exchange message: not a workbook peer \(bad magic\); dropped it$"
+  assert_line --regexp "$from closed after 0 of 54 bytes of its QP information; dropped it$"
+  assert_line --index 2 --regexp "$from sent 0 of 54 bytes of its QP information and then nothing for 4 s; dropped it$"
+}
+
+@test "a server drops a client of another lesson, and gives up when no other comes within its timeout" {
   start_server ./lesson13 -p "$PORT" --timeout 5 -c 1
   wait_for_server_line "waiting for client 1 of 1" 10
   start_fake client 4 "$(server_ipv4)"
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
   run cat "$SERVER_ERR"
-  assert_line --index 0 --partial "runs lesson 4, this is lesson 13"
+  assert_line --index 0 --regexp '^lesson13: a connection from 127\.0\.0\.1:[0-9]+ runs lesson 4, this is lesson 13; dropped it$'
+  assert_line --index 1 "lesson13: no client connected to TCP port $PORT within 5 s (0 of 1 connected)"
+}
+
+@test "the SRQ's size is -r (ibv_srq_pingpong's letter) or --srq-size; the limit is --limit alone" {
+  run --separate-stderr rx ./lesson13 -r 4 --limit 4
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: --limit: '4' is out of range 1..3 (see lesson13 -h)"
+  run --separate-stderr rx ./lesson13 -s 8
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: unknown option '-s' (see lesson13 -h)"
+  run --separate-stderr rx ./lesson13 -l 2
+  assert_failure 2
+  assert_equal "$stderr" "lesson13: unknown option '-l' (see lesson13 -h)"
+  run -0 rx ./lesson13 -h
+  assert_line --regexp '^  -r, --srq-size=N +server: receives in the shared receive queue \(default: 8\)$'
+  assert_line --regexp '^      --limit=L +server: refill when fewer than L receives are left \(default: 2\)$'
 }
 
 @test "-h prints the usage with every default and exits 0" {

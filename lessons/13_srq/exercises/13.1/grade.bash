@@ -1,11 +1,11 @@
 # Grader of exercise 13.1: ibv_query_srq shows the SRQ limit armed after every
 # arming and 0 at every SRQ limit event (the device disarmed it).
 # shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
-HINT="ibv_srq_attr attr{}; CHECK_RC(ibv_query_srq(srq, &attr)); print attr.srq_limit: after the first arm_srq_limit, after the one in refill(), and in the IBV_EVENT_SRQ_LIMIT_REACHED case"
+HINT="ibv_srq_attr attr{}; CHECK_RC(ibv_query_srq(srq, &attr)); print attr.srq_limit: after the first arm_srq_limit, after the one in refill_if_due(), and in the IBV_EVENT_SRQ_LIMIT_REACHED case"
 
 grade() {
   local client2_out=$EX_TMP/client2.out client2_pid client2_status=0 result k armed disarmed
-  ex_server "$1" -p "$EX_PORT" --timeout 20 -c 2 --srq-size 8 --limit 2
+  ex_server "$1" -p "$EX_PORT" --timeout 20 -c 2 -r 8 --limit 2
   ex_wait_line "$EX_SERVER_OUT" "waiting for client 1 of 2" || {
     ex_fail "the server to print 'waiting for client 1 of 2'" "$(ex_tail "$EX_SERVER_OUT")"
     return

@@ -1,11 +1,11 @@
 # Grader of exercise 13.2: the server whose SRQ stopped being refilled serves
 # two clients' 40 requests with an SRQ of 4, the limit event raised again and again.
 # shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
-HINT="the SRQ limit is one-shot: the device sets srq_limit to 0 as it raises the event; what must refill() do, before it posts the receives?"
+HINT="the SRQ limit is one-shot: the device sets srq_limit to 0 as it raises the event; what must refill_if_due() do, before it posts the receives?"
 
 grade() {
   local client2_out=$EX_TMP/client2.out client2_pid client2_status=0 result
-  ex_server "$1" -p "$EX_PORT" --timeout 5 -c 2 --srq-size 4 --limit 1
+  ex_server "$1" -p "$EX_PORT" --timeout 5 -c 2 -r 4 --limit 1
   ex_wait_line "$EX_SERVER_OUT" "waiting for client 1 of 2" || {
     ex_fail "the server to print 'waiting for client 1 of 2'" "$(ex_tail "$EX_SERVER_OUT")"
     return
