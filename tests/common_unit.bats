@@ -75,6 +75,22 @@ args="
   assert_line "verbose=1"
 }
 
+@test "a long-only option has no letter: it sets its value by name, is listed without one, and its letter is unknown" {
+  run --separate-stderr "$PROBE" --label 'two words'
+  assert_success
+  assert_line "label=[two words]"
+  refute_line --partial "given="
+  run --separate-stderr "$PROBE" --label=
+  assert_success
+  assert_line "label=[]"
+  run --separate-stderr "$PROBE" -h
+  assert_line "      --label=TEXT      a label, long-only (default: none)"
+  run --separate-stderr "$PROBE" -l x
+  assert_usage_error "unknown option '-l'"
+  run --separate-stderr "$PROBE" --label
+  assert_usage_error "option --label needs an argument"
+}
+
 @test "--timeout bounds the server's wait for its first client only when given" {
   run --separate-stderr "$PROBE"
   assert_line "accept_timeout_s=-1"
@@ -299,6 +315,17 @@ args="
   assert_output ""
   assert_equal "${stderr_lines[0]}" "check_poll_probe: fake_poll_cq(std::atoi(argv[1])) failed (returned -2)"
   assert_equal "${stderr_lines[1]}" "check_poll_probe: check: the CQ overran (more completions than entries?) or the device failed: dmesg"
+}
+
+@test "CHECK_NEG_ERRNO passes ibv_query_gid_table's count through, and a negative errno value fails naming that errno, not a stale one" {
+  run -0 build/tests/check_neg_errno_probe 3
+  assert_output "n=3"
+  run -0 build/tests/check_neg_errno_probe 0
+  assert_output "n=0"
+  run -1 --separate-stderr build/tests/check_neg_errno_probe -22
+  assert_output ""
+  assert_equal "${stderr_lines[0]}" "check_neg_errno_probe: fake_query_gid_table(std::atol(argv[1])) failed: EINVAL (Invalid argument)"
+  assert_equal "${#stderr_lines[@]}" 1
 }
 
 # ---- the exchange's wire form (common/exchange.hpp)

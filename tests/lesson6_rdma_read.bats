@@ -43,7 +43,7 @@ assert_stderr_line() {
 }
 
 @test "a client reads the text given to the server with -m, quotes escaped" {
-  start_server ./lesson6 -p "$PORT" --timeout 10 -m 'say "READ", twice'
+  start_server ./lesson6 -p "$PORT" --timeout 10 --message 'say "READ", twice'
   wait_for_server_line "waiting for a client" 10
   run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
   assert_success
