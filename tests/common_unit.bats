@@ -79,7 +79,7 @@ args="
   run --separate-stderr "$PROBE" --label 'two words'
   assert_success
   assert_line "label=[two words]"
-  refute_line --partial "given="
+  refute_line --regexp "^given="
   run --separate-stderr "$PROBE" --label=
   assert_success
   assert_line "label=[]"
