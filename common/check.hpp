@@ -13,6 +13,8 @@
 //                      set (rdma_cm uses this too)     rdma_get_cm_event ...
 //   CHECK_POLL(call)   a count >= 0, or negative       ibv_poll_cq (no errno: the message
 //                                                      says what it returned)
+//   CHECK_NEG_ERRNO(call)  a count >= 0, or a negative ibv_query_gid_table
+//                      errno value (errno is not set)
 //
 // On failure they print, on stderr,
 //   lesson4: ibv_reg_mr(pd.get(), buf, len, access) failed: ENOMEM (Cannot allocate memory)
@@ -77,6 +79,13 @@ T check_errno(T rc, const char* call, const char* hint) {
     return rc;
 }
 
+// A count >= 0, or minus an errno value (-EINVAL); errno itself may be stale.
+template <typename T>
+T check_neg_errno(T rc, const char* call, const char* hint) {
+    if (rc < 0) fail_call(call, static_cast<int>(-rc), hint);
+    return rc;
+}
+
 // ibv_poll_cq returns how many completions it took, or a negative number
 // when the CQ itself failed (an overrun, a device error); it sets no errno.
 inline int check_poll(int n, const char* call, const char* hint) {
@@ -91,6 +100,7 @@ inline int check_poll(int n, const char* call, const char* hint) {
 #define CHECK_RC(call, ...) ::wb::check_rc((call), #call, WB_HINT_STR(__VA_ARGS__))
 #define CHECK_ERRNO(call, ...) ::wb::check_errno((call), #call, WB_HINT_STR(__VA_ARGS__))
 #define CHECK_POLL(call, ...) ::wb::check_poll((call), #call, WB_HINT_STR(__VA_ARGS__))
+#define CHECK_NEG_ERRNO(call, ...) ::wb::check_neg_errno((call), #call, WB_HINT_STR(__VA_ARGS__))
 // An empty hint when none is given, else the given one.
 #define WB_HINT_STR(...) WB_HINT_STR_I(__VA_OPT__(__VA_ARGS__, ) "")
 #define WB_HINT_STR_I(first, ...) first

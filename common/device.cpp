@@ -118,7 +118,7 @@ PortAddress choose_address(ibv_context* ctx, int port, int gid_index) {
 
     // RoCE: choose by type from the valid entries of the GID table.
     ibv_gid_entry table[256];
-    ssize_t n = CHECK_ERRNO(ibv_query_gid_table(ctx, table, 256, 0));
+    ssize_t n = CHECK_NEG_ERRNO(ibv_query_gid_table(ctx, table, 256, 0));
     const ibv_gid_entry* best = nullptr;
     int best_rank = 0;
     for (ssize_t i = 0; i < n; ++i) {

@@ -73,6 +73,14 @@ struct MemoryWindowRelease : Release<ibv_mw, dealloc_mw> {
 };
 using MemoryWindow = std::unique_ptr<ibv_mw, MemoryWindowRelease>;
 
+// Lesson 15's extended CQ, released as the ibv_cq inside it: ibv_cq_ex_to_cq
+// (a static inline function in verbs.h), then ibv_destroy_cq.
+inline int destroy_cq_ex(ibv_cq_ex* cq) { return ibv_destroy_cq(ibv_cq_ex_to_cq(cq)); }
+struct CompletionQueueExRelease : Release<ibv_cq_ex, destroy_cq_ex> {
+    CompletionQueueExRelease() : Release<ibv_cq_ex, destroy_cq_ex>{"ibv_destroy_cq"} {}
+};
+using CompletionQueueEx = std::unique_ptr<ibv_cq_ex, CompletionQueueExRelease>;
+
 // The QP that rdma_create_qp(id, ...) made on a CM id (id->qp). It is released
 // with rdma_destroy_qp(id), so the deleter keeps the id:
 //     wb::CmQueuePair qp{id->qp, {id.get()}};

@@ -4,7 +4,7 @@
 #
 # run.conf holds one key=value a line (# starts a comment):
 #   title=SEND/RECV: the sum        the lesson in a few words (the tour's banner)
-#   server=-m "some text"           the server's arguments
+#   server=--message "some text"    the server's arguments
 #   ready=server: waiting for a     the server's line that says clients may come
 #   client={server} 2 3             the client's arguments; {server} stands for
 #                                   the server's address

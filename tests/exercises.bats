@@ -96,25 +96,25 @@ covered() {
 
 @test "the learner's file is made once from its starter; a later make or lesson change leaves its edits alone" {
   copy_tree
-  local file=lessons/04_send_recv/exercises/4.2/ex4_2.cpp
+  local file=lessons/05_rdma_write_imm/exercises/5.2/ex5_2.cpp
   assert_file_not_exists "$file"
   run make --no-print-directory -s exercise-files
   assert_success
-  assert_line "exercise 4.2: made your file $file from lessons/04_send_recv/lesson4.cpp and lessons/04_send_recv/exercises/4.2/starter.patch"
-  scripts/exercise.sh source 4.2 starter "$BATS_TEST_TMPDIR/starter.cpp"
+  assert_line "exercise 5.2: made your file $file from lessons/05_rdma_write_imm/lesson5.cpp and lessons/05_rdma_write_imm/exercises/5.2/starter.patch"
+  scripts/exercise.sh source 5.2 starter "$BATS_TEST_TMPDIR/starter.cpp"
   cmp "$file" "$BATS_TEST_TMPDIR/starter.cpp"
   echo '// my own work' >>"$file"
-  echo '// a later lesson edit' >>lessons/04_send_recv/lesson4.cpp
+  echo '// a later lesson edit' >>lessons/05_rdma_write_imm/lesson5.cpp
   run make --no-print-directory -s exercise-files
   assert_success
-  refute_output --partial "exercise 4.2"
+  refute_output --partial "exercise 5.2"
   assert_equal "$(tail -n1 "$file")" "// my own work"
 }
 
 @test "the learner's files are ignored by git, the stored starters and patches are not" {
   run git check-ignore lessons/04_send_recv/exercises/4.2/ex4_2.cpp lessons/04_send_recv/exercises/4.2/ex4_2.cpp~
   assert_success
-  run git check-ignore lessons/04_send_recv/exercises/4.2/starter.patch lessons/01_device_query/exercises/1.1/starter.cpp \
+  run git check-ignore lessons/05_rdma_write_imm/exercises/5.2/starter.patch lessons/01_device_query/exercises/1.1/starter.cpp \
     lessons/04_send_recv/exercises/solutions/ex4_2.patch
   assert_failure
 }

@@ -42,8 +42,8 @@ assert_stderr_line() {
   assert_line --partial "(IBV_ACCESS_REMOTE_READ only)"
 }
 
-@test "a client reads the text given to the server with -m, quotes escaped" {
-  start_server ./lesson6 -p "$PORT" --timeout 10 -m 'say "READ", twice'
+@test "a client reads the text given to the server with --message, quotes escaped" {
+  start_server ./lesson6 -p "$PORT" --timeout 10 --message 'say "READ", twice'
   wait_for_server_line "waiting for a client" 10
   run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
   assert_success
@@ -53,7 +53,7 @@ assert_stderr_line() {
 }
 
 @test "a client refuses to read a server text larger than its 4096-byte buffer" {
-  start_server ./lesson6 -p "$PORT" --timeout 10 -m "$(printf 'x%.0s' {1..5000})"
+  start_server ./lesson6 -p "$PORT" --timeout 10 --message "$(printf 'x%.0s' {1..5000})"
   wait_for_server_line "waiting for a client" 10
   run --separate-stderr rx ./lesson6 -p "$PORT" --timeout 10 127.0.0.1
   assert_failure 1
@@ -139,17 +139,17 @@ assert_stderr_line() {
   assert_line --index 0 "lesson6: no client connected to TCP port $PORT within 2 s"
 }
 
-@test "-m on a client is a usage error on one line" {
-  run --separate-stderr rx ./lesson6 -m hello 127.0.0.1
+@test "--message on a client is a usage error on one line" {
+  run --separate-stderr rx ./lesson6 --message hello 127.0.0.1
   assert_failure 2
   assert_equal "${#stderr_lines[@]}" 1
-  assert_equal "$stderr" "lesson6: -m is a server option; the client reads whatever the server exposes (see lesson6 -h)"
+  assert_equal "$stderr" "lesson6: --message is a server option; the client reads whatever the server exposes (see lesson6 -h)"
 }
 
-@test "an empty -m text, a second host and an unknown option are usage errors" {
-  run --separate-stderr rx ./lesson6 -m ''
+@test "an empty --message text, a second host and an unknown option are usage errors" {
+  run --separate-stderr rx ./lesson6 --message ''
   assert_failure 2
-  assert_equal "$stderr" "lesson6: -m: the text must not be empty (see lesson6 -h)"
+  assert_equal "$stderr" "lesson6: --message: the text must not be empty (see lesson6 -h)"
   run --separate-stderr rx ./lesson6 hostA hostB
   assert_failure 2
   assert_equal "$stderr" "lesson6: expected at most one argument (HOST), got 2 (see lesson6 -h)"
@@ -158,13 +158,13 @@ assert_stderr_line() {
   assert_equal "$stderr" "lesson6: unknown option '-x' (see lesson6 -h)"
 }
 
-@test "-m longer than 64 KiB is a usage error; exactly 64 KiB is served" {
-  run --separate-stderr rx ./lesson6 -m "$(printf 'x%.0s' {1..65537})"
+@test "--message longer than 64 KiB is a usage error; exactly 64 KiB is served" {
+  run --separate-stderr rx ./lesson6 --message "$(printf 'x%.0s' {1..65537})"
   assert_failure 2
-  assert_equal "$stderr" "lesson6: -m: the text is 65537 bytes, at most 65536 allowed (see lesson6 -h)"
+  assert_equal "$stderr" "lesson6: --message: the text is 65537 bytes, at most 65536 allowed (see lesson6 -h)"
   assert_equal "$output" ""
   # The limit itself is allowed: the server gets as far as waiting for a client.
-  start_server ./lesson6 -p "$PORT" --timeout 2 -m "$(printf 'x%.0s' {1..65536})"
+  start_server ./lesson6 -p "$PORT" --timeout 2 --message "$(printf 'x%.0s' {1..65536})"
   wait_for_server_line "waiting for a client" 10
   wait_server 15
   assert_equal "$SERVER_STATUS" 1

@@ -21,7 +21,9 @@ setup() {
 @test "the pingpong tools' letters keep their meaning: -s a size in bytes, -n a count, -m a path MTU in bytes" {
   run /usr/bin/python3 -I -S scripts/options_table.py
   assert_success
+  # shellcheck disable=SC2016 # the backquotes are Markdown's, not a command
   refute_line --regexp '^\| `-s, --[a-z-]+=(KIB|N)`'
+  # shellcheck disable=SC2016
   refute_line --regexp '^\| `-m, --[a-z-]+=TEXT`'
   refute_line --regexp '^\| `-n, --no-'
 }

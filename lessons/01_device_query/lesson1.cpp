@@ -175,7 +175,7 @@ Recommendation show_device(ibv_device* dev, int explain_port, int gid_given) {
     // its type and network device. (ibv_query_gid_ex reads one slot; an empty
     // slot fails with ENODATA.)
     std::vector<ibv_gid_entry> gids(1024);
-    ssize_t n = CHECK_ERRNO(ibv_query_gid_table(ctx.get(), gids.data(), gids.size(), 0),
+    ssize_t n = CHECK_NEG_ERRNO(ibv_query_gid_table(ctx.get(), gids.data(), gids.size(), 0),
                             "more than 1024 valid GIDs? (EINVAL means the array was too small)");
     std::printf("GID table (ibv_query_gid_table): %zd valid entries\n", n);
     const ibv_gid_entry* best = nullptr;

@@ -24,8 +24,9 @@
 //     ibv_reg_mr / ibv_dereg_mr, IBV_ACCESS_LOCAL_WRITE, _REMOTE_WRITE,
 //     _REMOTE_READ, _REMOTE_ATOMIC; mr->addr, length, lkey, rkey
 //     (and, from the C library: getrlimit/setrlimit(RLIMIT_MEMLOCK))
-// It opens the device with wb::open_device (common/device.cpp), which is the
-// ibv_get_device_list + ibv_open_device walk that lesson 1 shows by hand.
+//
+// Verbs from earlier lessons, through common/: ibv_get_device_list and
+// ibv_open_device (lesson 1's walk, in wb::open_device, common/device.cpp).
 //
 // Read more: man ibv_alloc_pd, man ibv_reg_mr, man getrlimit (RLIMIT_MEMLOCK),
 // man capabilities (CAP_IPC_LOCK); docs/lesson2-memory-registration.md.

@@ -23,7 +23,11 @@
 // Verbs it introduces:
 //     ibv_post_recv (ibv_recv_wr, ibv_sge): hand the NIC a buffer for the next SEND
 //     ibv_post_send with IBV_WR_SEND and IBV_SEND_SIGNALED
-//     ibv_poll_cq: IBV_WC_RECV (wc.byte_len) and IBV_WC_SEND completions
+//     the completions IBV_WC_RECV (wc.byte_len) and IBV_WC_SEND
+//
+// Verbs from earlier lessons, through common/: ibv_poll_cq (lesson 3's loop,
+// bounded, in wb::poll_success, common/completion.cpp) and ibv_modify_qp
+// (lesson 3's transitions, common/qp.cpp).
 //
 // Read more: man ibv_post_recv, man ibv_post_send, man ibv_poll_cq,
 // man ibv_modify_qp (min_rnr_timer, rnr_retry); docs/lesson4-send-recv.md

@@ -24,7 +24,10 @@
 //     ibv_reg_mr with IBV_ACCESS_REMOTE_WRITE (and the LOCAL_WRITE it requires)
 //     ibv_post_send with IBV_WR_RDMA_WRITE_WITH_IMM (wr.rdma.remote_addr / rkey, imm_data)
 //     ibv_post_recv with no scatter list (num_sge = 0): a receive that only catches the immediate
-//     ibv_poll_cq: IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_WITH_IMM, wc.imm_data
+//     the completion it raises: IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_WITH_IMM, wc.imm_data
+//
+// Verbs from earlier lessons, through common/: ibv_poll_cq (lesson 3's loop,
+// bounded, in wb::poll_success, common/completion.cpp).
 //
 // Read more: man ibv_reg_mr, man ibv_post_send, man ibv_post_recv,
 // man ibv_poll_cq; docs/lesson5-rdma-write-imm.md (diagram, the wire, exercises).

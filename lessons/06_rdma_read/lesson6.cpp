@@ -10,7 +10,7 @@
 //
 // Run it on one host (two terminals; rxe's loopback carries the RDMA):
 //     ./lesson6                      server: exposes "Hello from the server's memory"
-//     ./lesson6 -m 'any text'        server: exposes that text instead
+//     ./lesson6 --message 'any text' server: exposes that text instead
 //     ./lesson6 127.0.0.1            client: reads it and prints it
 // On two hosts: ./lesson6 on host A, ./lesson6 A on host B. Both sides take
 // -d DEV -i PORT -g GID_INDEX -p TCP_PORT --timeout SECS (./lesson6 -h).
@@ -41,7 +41,7 @@ namespace {
 
 constexpr uint16_t kLesson = 6;  // sent in the exchange: a lesson-6 client only talks to a lesson-6 server
 const char* const kDefaultText = "Hello from the server's memory";
-constexpr size_t kMaxServerText = 65536;   // bytes the server agrees to expose with -m
+constexpr size_t kMaxServerText = 65536;   // bytes the server agrees to expose with --message
 constexpr size_t kClientBufferSize = 4096; // bytes the client can receive; it refuses more
 // READs one side may have outstanding at the other. The client issues one
 // READ at a time, so 1 is enough on both sides: max_rd_atomic (client, RTS)
@@ -53,7 +53,7 @@ constexpr uint8_t kReadsInFlight = 1;
 int main(int argc, char** argv) {
     std::string text;
     const wb::ExtraOption extra[] = {
-        {'m', "message", "TEXT", "server: the text to expose (default: \"Hello from the server's memory\")", &text},
+        {0, "message", "TEXT", "server: the text to expose (default: \"Hello from the server's memory\")", &text},
     };
     const wb::Usage usage = {
         .synopsis = "[options]        server: expose TEXT for the client to READ\n"
@@ -63,11 +63,11 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
-    if (!is_server && opt.given('m')) wb::usage_error("-m is a server option; the client reads whatever the server exposes");
-    if (is_server && !opt.given('m')) text = kDefaultText;
-    if (is_server && text.empty()) wb::usage_error("-m: the text must not be empty");
+    if (!is_server && opt.given("message")) wb::usage_error("--message is a server option; the client reads whatever the server exposes");
+    if (is_server && !opt.given("message")) text = kDefaultText;
+    if (is_server && text.empty()) wb::usage_error("--message: the text must not be empty");
     if (is_server && text.size() > kMaxServerText)
-        wb::usage_error("-m: the text is " + std::to_string(text.size()) + " bytes, at most " +
+        wb::usage_error("--message: the text is " + std::to_string(text.size()) + " bytes, at most " +
                         std::to_string(kMaxServerText) + " allowed");
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     if (peer.length > kClientBufferSize)
         wb::fail("the server advertises " + std::to_string(peer.length) + " bytes, more than this client's " +
                      std::to_string(kClientBufferSize) + "-byte buffer: refusing to READ",
-                 "run the server with a shorter -m TEXT");
+                 "run the server with a shorter --message TEXT");
 
     // 5. Lesson 3's transitions. The client lets the server do nothing to its
     //    memory (remote access 0). max_rd_atomic = how many READs we may have

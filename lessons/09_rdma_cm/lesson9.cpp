@@ -34,6 +34,7 @@
 
 #include <endian.h>
 #include <fcntl.h>
+#include <poll.h>
 
 #include <cinttypes>
 #include <cstdint>
@@ -107,13 +108,27 @@ void post_send(ibv_qp* qp, const ibv_mr* mr, uint32_t length) {
 // path record query to the subnet manager on InfiniBand.
 constexpr int kResolveTimeoutMs = 2000;
 
-// Every wait for a CM event below is wb::next_cm_event (common/cm.cpp):
-// poll() on the channel's fd for at most timeout_s seconds (-1: no limit),
-// then rdma_get_cm_event, which cannot block because the fd is O_NONBLOCK,
-// then wb::check_cm_event: exit 1, saying what to check, unless it is the
-// event expected. The caller reads what it needs from the event, then MUST
-// acknowledge it with rdma_ack_cm_event: rdma_destroy_id waits until every
-// event of its id is acknowledged, for ever if one is not.
+// Wait for the next CM event on `ec`, the `expected` one: poll() on the
+// channel's fd for at most timeout_s seconds (-1: no limit), then
+// rdma_get_cm_event, which cannot block because the fd is O_NONBLOCK (step
+// 1), then the check: wb::check_cm_event (common/cm.cpp, the rdma_cm
+// counterpart of check_wc) exits 1 unless it is the event expected, naming
+// both events, the status or reject reason, and what to check. The caller
+// reads what it needs from the event, then MUST acknowledge it with
+// rdma_ack_cm_event: rdma_destroy_id waits until every event of its id is
+// acknowledged, for ever if one is not.
+rdma_cm_event* next_cm_event(rdma_event_channel* ec, rdma_cm_event_type expected, int timeout_s) {
+    pollfd p{.fd = ec->fd, .events = POLLIN, .revents = 0};  // readable: an event is queued
+    if (CHECK_ERRNO(poll(&p, 1, timeout_s < 0 ? -1 : timeout_s * 1000)) == 0)  // milliseconds
+        wb::fail("no rdma_cm event within " + std::to_string(timeout_s) + " s while waiting for " +
+                     rdma_event_str(expected),
+                 "is the peer still running and reachable? raise --timeout if the machine is slow");
+    rdma_cm_event* ev = nullptr;
+    CHECK_ERRNO(rdma_get_cm_event(ec, &ev));
+    std::printf("cm event: %s\n", rdma_event_str(ev->event));  // "RDMA_CM_EVENT_ESTABLISHED": librdmacm's name
+    wb::check_cm_event(ev, expected);
+    return ev;
+}
 
 }  // namespace
 
@@ -157,8 +172,8 @@ int main(int argc, char** argv) {
 
     // 1. Device, port and address: rdma_cm finds all three from an IP address
     //    and hands them to us in an id, its socket. Every CM event arrives on
-    //    the event channel, whose fd we make non-blocking: wb::next_cm_event waits
-    //    in poll(), bounded, never in the library.
+    //    the event channel, whose fd we make non-blocking: next_cm_event (above)
+    //    waits in poll(), bounded, never in the library.
     wb::EventChannel ec{CHECK_PTR(rdma_create_event_channel())};
     const int fd_flags = CHECK_ERRNO(fcntl(ec->fd, F_GETFL));
     CHECK_ERRNO(fcntl(ec->fd, F_SETFL, fd_flags | O_NONBLOCK));
@@ -176,7 +191,7 @@ int main(int argc, char** argv) {
         std::printf("server: listening on %s, RDMA CM port %u\n", wb::address_str(ip_addr).c_str(), opt.tcp_port);
         // A client's ConnectRequest arrives with a NEW id, for this connection
         // only, on the device, port and GID that the request came in by.
-        rdma_cm_event* ev = wb::next_cm_event(ec.get(), RDMA_CM_EVENT_CONNECT_REQUEST, opt.accept_timeout_s());
+        rdma_cm_event* ev = next_cm_event(ec.get(), RDMA_CM_EVENT_CONNECT_REQUEST, opt.accept_timeout_s());
         id.reset(ev->id);
         CHECK_ERRNO(rdma_ack_cm_event(ev));
     } else {
@@ -186,10 +201,10 @@ int main(int argc, char** argv) {
         // record from the subnet manager).
         CHECK_ERRNO(rdma_resolve_addr(id.get(), nullptr, ip_addr, kResolveTimeoutMs),
                     "is HOST reachable through an RDMA netdev? (ip route get HOST; rdma link show) (scripts/doctor.sh --peer HOST checks this)");
-        CHECK_ERRNO(rdma_ack_cm_event(wb::next_cm_event(ec.get(), RDMA_CM_EVENT_ADDR_RESOLVED, opt.timeout_s)));
+        CHECK_ERRNO(rdma_ack_cm_event(next_cm_event(ec.get(), RDMA_CM_EVENT_ADDR_RESOLVED, opt.timeout_s)));
         CHECK_ERRNO(rdma_resolve_route(id.get(), kResolveTimeoutMs),
                     "HOST must be an address on the peer's RDMA netdev; loopback (127.0.0.1) is not one (scripts/doctor.sh --peer HOST checks this)");
-        CHECK_ERRNO(rdma_ack_cm_event(wb::next_cm_event(ec.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, opt.timeout_s)));
+        CHECK_ERRNO(rdma_ack_cm_event(next_cm_event(ec.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, opt.timeout_s)));
     }
     const char* dev = ibv_get_device_name(id->verbs->device);
     std::printf("%s: rdma_cm chose %s port %u, GID %s, to reach %s\n", is_server ? "server" : "client", dev,
@@ -261,7 +276,7 @@ int main(int argc, char** argv) {
     } else {
         CHECK_ERRNO(rdma_connect(id.get(), &param));
     }
-    CHECK_ERRNO(rdma_ack_cm_event(wb::next_cm_event(ec.get(), RDMA_CM_EVENT_ESTABLISHED, opt.timeout_s)));
+    CHECK_ERRNO(rdma_ack_cm_event(next_cm_event(ec.get(), RDMA_CM_EVENT_ESTABLISHED, opt.timeout_s)));
     ibv_qp_attr peer{};  // what rdma_cm set in our QP from the peer's CM message
     ibv_qp_init_attr unused{};
     CHECK_RC(ibv_query_qp(qp.get(), &peer, IBV_QP_DEST_QPN, &unused));
@@ -296,7 +311,7 @@ int main(int argc, char** argv) {
 
         // 11. The client disconnects once it has the response (a
         //     DisconnectRequest); our rdma_disconnect answers (DisconnectReply).
-        CHECK_ERRNO(rdma_ack_cm_event(wb::next_cm_event(ec.get(), RDMA_CM_EVENT_DISCONNECTED, opt.timeout_s)));
+        CHECK_ERRNO(rdma_ack_cm_event(next_cm_event(ec.get(), RDMA_CM_EVENT_DISCONNECTED, opt.timeout_s)));
         CHECK_ERRNO(rdma_disconnect(id.get()));
         if (!answer.error.empty()) wb::result_error(answer.error);
         std::printf("result: %" PRId64 " + %" PRId64 " = %" PRId64 "\n", answer.a, answer.b, answer.sum);
@@ -320,7 +335,7 @@ int main(int argc, char** argv) {
 
     // 11. Disconnect: a DisconnectRequest, which the server's rdma_disconnect answers.
     CHECK_ERRNO(rdma_disconnect(id.get()));
-    CHECK_ERRNO(rdma_ack_cm_event(wb::next_cm_event(ec.get(), RDMA_CM_EVENT_DISCONNECTED, opt.timeout_s)));
+    CHECK_ERRNO(rdma_ack_cm_event(next_cm_event(ec.get(), RDMA_CM_EVENT_DISCONNECTED, opt.timeout_s)));
 
     const wb::SumResult r = wb::read_sum_response(recv_buf.get(), wc.byte_len, a, b);
     if (r.status == wb::kSumBadRequest)  // we know what we sent: say it

@@ -29,11 +29,10 @@
 //     ibv_create_qp_ex (comp_mask, send_ops_flags), ibv_qp_to_qp_ex
 //     ibv_wr_start, ibv_wr_send, ibv_wr_set_sge, ibv_wr_complete
 //     ibv_start_poll, ibv_end_poll, ibv_wc_read_opcode, ibv_wc_read_byte_len
-//     (ibv_next_poll, for a batch of completions: the docs page)
 //
 // Read more: man ibv_create_qp_ex, man ibv_wr_post, man ibv_create_cq_ex;
-// docs/lesson15-extended-verbs.md (the diff against lesson 4, exercises,
-// common errors).
+// docs/lesson15-extended-verbs.md (the diff against lesson 4, ibv_next_poll
+// for a batch of completions, exercises, common errors).
 #include <infiniband/verbs.h>
 
 #include <endian.h>
@@ -44,7 +43,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <thread>
 
@@ -92,16 +90,6 @@ void post_send(ibv_qp_ex* qpx, const ibv_mr* mr, uint32_t length) {
     ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(mr->addr), length);
     CHECK_RC(ibv_wr_complete(qpx));
 }
-
-// An extended CQ is released as the ibv_cq inside it: ibv_cq_ex_to_cq, then
-// ibv_destroy_cq (the same deleter as wb::CompletionQueue, common/handles.hpp).
-struct CqExRelease {
-    void operator()(ibv_cq_ex* cq) const noexcept {
-        if (int rc = ibv_destroy_cq(ibv_cq_ex_to_cq(cq)); rc != 0)
-            wb::report_release_failure("ibv_destroy_cq", rc > 0 ? rc : errno);
-    }
-};
-using CompletionQueueEx = std::unique_ptr<ibv_cq_ex, CqExRelease>;
 
 // Busy-poll the extended CQ `cq` for one completion, at most timeout_s
 // seconds (wb::poll_success takes an ibv_cq and calls ibv_poll_cq: this is its
@@ -176,8 +164,9 @@ int main(int argc, char** argv) {
     //    names: we read byte_len.
     wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
     ibv_cq_init_attr_ex cq_attr = {.cqe = 1, .wc_flags = IBV_WC_EX_WITH_BYTE_LEN};
-    CompletionQueueEx send_cq{CHECK_PTR(ibv_create_cq_ex(ctx.get(), &cq_attr))};
-    CompletionQueueEx recv_cq{CHECK_PTR(ibv_create_cq_ex(ctx.get(), &cq_attr))};
+    // wb::CompletionQueueEx releases it as the ibv_cq inside (common/handles.hpp).
+    wb::CompletionQueueEx send_cq{CHECK_PTR(ibv_create_cq_ex(ctx.get(), &cq_attr))};
+    wb::CompletionQueueEx recv_cq{CHECK_PTR(ibv_create_cq_ex(ctx.get(), &cq_attr))};
     ibv_qp_init_attr_ex qp_attr = {
         .send_cq = ibv_cq_ex_to_cq(send_cq.get()),  // a QP takes the ibv_cq inside an ibv_cq_ex
         .recv_cq = ibv_cq_ex_to_cq(recv_cq.get()),
@@ -196,9 +185,11 @@ int main(int argc, char** argv) {
         .send_ops_flags = IBV_QP_EX_WITH_SEND,
     };
     wb::QueuePair qp{CHECK_PTR(ibv_create_qp_ex(ctx.get(), &qp_attr))};
-    // The same QP seen through its extended interface: the ibv_wr_* calls take this.
-    ibv_qp_ex* const qpx =
-        CHECK_PTR(ibv_qp_to_qp_ex(qp.get()), "was the QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS?");
+    // The same QP seen through its extended interface: the ibv_wr_* calls take
+    // this. NULL when the QP has none; it sets no errno, so CHECK_PTR would not do.
+    ibv_qp_ex* const qpx = ibv_qp_to_qp_ex(qp.get());
+    if (qpx == nullptr)
+        wb::fail("ibv_qp_to_qp_ex(qp.get()) returned NULL", "was the QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS?");
     const uint32_t psn = wb::random_psn();
 
     // 3. Memory, as in lesson 4: LOCAL_WRITE for the receive buffer, no flag for the send buffer.
