@@ -75,7 +75,8 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
                     kDefaultTimeoutSeconds);
     }
     for (const ExtraOption& o : extra) {
-        std::string flag = std::string("-") + o.letter + ", --" + o.name;
+        const bool long_only = o.letter < ' ';
+        std::string flag = (long_only ? std::string("    --") : std::string("-") + o.letter + ", --") + o.name;
         if (o.metavar) flag += std::string("=") + o.metavar;
         std::printf("  %-21s %s\n", flag.c_str(), o.help);
     }
@@ -126,8 +127,8 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
         longopts.push_back({"timeout", required_argument, nullptr, kTimeout});
     }
     for (const ExtraOption& o : extra) {
-        shortopts += o.letter;
-        if (o.metavar) shortopts += ':';
+        if (o.letter >= ' ') shortopts += o.letter;
+        if (o.letter >= ' ' && o.metavar) shortopts += ':';
         longopts.push_back({o.name, o.metavar ? required_argument : no_argument, nullptr, o.letter});
     }
     longopts.push_back({nullptr, 0, nullptr, 0});

@@ -48,12 +48,16 @@ struct Options {
 // for a flag with metavar == nullptr); the lesson parses it with the parse_*
 // helpers below so that bad values are reported the same way everywhere.
 struct ExtraOption {
-    char letter;            // short option, e.g. 'n'
+    char letter;            // short option, e.g. 'n'; below ' ' (kLongOnly + i): --name alone
     const char* name;       // long option, e.g. "count"
     const char* metavar;    // e.g. "N"; nullptr for a flag without argument
     const char* help;       // one line, stating the default
     std::string* value;     // where the argument goes; left untouched if absent
 };
+
+// An option with no short letter (--no-recv): give it `letter` kLongOnly,
+// kLongOnly + 1, ... (never typed, only told apart; opt.given() takes it too).
+inline constexpr char kLongOnly = 1;
 
 struct Usage {
     const char* synopsis;   // e.g. "[options]              server\n  lesson4 [options] HOST A B   client"
