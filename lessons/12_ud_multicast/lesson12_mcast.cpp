@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
     int sender_count = 0;  // the sender's -n, announced in each datagram ("datagram K of N")
     for (int i = 0; i < qps; ++i) {
         ud::PeerDatagrams from_sender = {
-            .ctx = ctx.get(), .port = addr.port, .peer = peer, .me = "receiver " + std::to_string(i + 1)};
+            .ctx = ctx.get(), .port = addr.port, .peer = peer, .me = "receiver " + std::to_string(i + 1), .to_group = true};
         std::string got;
         int n = 0;
         while (n < count) {

@@ -117,23 +117,46 @@ inline void post_datagram(ibv_qp* qp, const ibv_mr* mr, uint32_t length, ibv_ah*
     CHECK_RC(ibv_post_send(qp, &wr, &bad));
 }
 
+// The source GID in a UD receive buffer's GRH area: on RoCE v2 over IPv4
+// (the IPv4 header in its last 20 bytes, version 4) the IPv4-mapped
+// ::ffff:a.b.c.d of the header's source, else the GRH's own sgid.
+inline ibv_gid grh_source_gid(const char* buf) {
+    constexpr uint32_t kIpv4Header = 20, kIpv4Source = 12;  // offsets: the header in the GRH, saddr in the header
+    ibv_gid gid{};
+    if ((static_cast<uint8_t>(buf[kIpv4Header]) >> 4) == 4) {
+        std::memset(gid.raw + 10, 0xff, 2);
+        std::memcpy(gid.raw + 12, buf + kIpv4Header + kIpv4Source, 4);
+    } else {
+        std::memcpy(&gid, &reinterpret_cast<const ibv_grh*>(buf)->sgid, sizeof gid);
+    }
+    return gid;
+}
+
 // The datagrams of one peer: the QP we exchanged with. UD has no connection:
 // any UD QP that knows our QP number and the Q_Key can send us a datagram.
 // So each is checked against that peer: its QP (wc.src_qp) and GID (the GRH's
 // source, read by ibv_init_ah_from_wc) or, without a GRH (InfiniBand), its
 // LID. Anyone else's is a stray: counted, reported in one line and ignored.
+// A datagram sent to a group is the exception: ibv_init_ah_from_wc refuses
+// it (EINVAL: it looks up our GID for the packet's destination, and the
+// group's GID is none of ours; measured), so a receiver of a group
+// (`to_group`) reads the source from the GRH itself.
 struct PeerDatagrams {
     ibv_context* ctx;
     uint8_t port;
     wb::PeerInfo peer;
     std::string me;  // "client", "receiver 2": how our lines begin
+    bool to_group = false;
     int strays = 0;
 
     bool from_peer(ibv_wc& wc, char* buf) {
         std::string sender, expected;
         if (wc.wc_flags & IBV_WC_GRH) {
             ibv_ah_attr from{};
-            CHECK_RC(ibv_init_ah_from_wc(ctx, port, &wc, reinterpret_cast<ibv_grh*>(buf), &from));
+            if (to_group)
+                from.grh.dgid = grh_source_gid(buf);
+            else
+                CHECK_RC(ibv_init_ah_from_wc(ctx, port, &wc, reinterpret_cast<ibv_grh*>(buf), &from));
             if (wc.src_qp == peer.qp_num && std::memcmp(&from.grh.dgid, &peer.gid, sizeof peer.gid) == 0) return true;
             sender = wb::gid_to_string(from.grh.dgid);
             expected = wb::gid_to_string(peer.gid);
