@@ -173,7 +173,8 @@ struct PeerDatagrams {
     }
 
     // Wait until `deadline` for the peer's next datagram on `r`: its
-    // completion, or nothing once the deadline has passed. A stray's receive
+    // completion, or nothing once the deadline has passed (a datagram
+    // already in the CQ is still taken then: the CQ is polled once). A stray's receive
     // is posted again and the wait goes on to the same deadline, so no number
     // of strays stretches it. With `conn`, exit 1 as soon as the peer closes
     // its TCP connection. A failed receive carries no source to check (only
@@ -184,14 +185,14 @@ struct PeerDatagrams {
         using Clock = std::chrono::steady_clock;
         constexpr std::chrono::milliseconds kLook{10};  // how often we look at the TCP connection
         for (;;) {
-            const Clock::duration left = deadline - Clock::now();
-            if (left <= Clock::duration::zero()) return std::nullopt;
+            const Clock::duration left = std::max<Clock::duration>(deadline - Clock::now(), Clock::duration::zero());
             const Clock::duration slice = conn ? std::min<Clock::duration>(left, kLook) : left;
             std::optional<ibv_wc> wc = wb::try_poll(r.cq, std::chrono::duration<double>(slice).count());
             if (!wc) {
                 if (conn && wb::peer_closed(*conn))
                     wb::fail("the peer " + conn->peer() + " closed the connection while we waited for " + what,
                              "see the peer's output: it exited, failed, or refused to go on");
+                if (Clock::now() >= deadline) return std::nullopt;
                 continue;
             }
             wb::check_wc(*wc, what);
