@@ -139,7 +139,8 @@ $(PCH).gch: build/pch/flags Makefile
 	@printf '#include <%s>\n' $(PCH_HEADERS) >$(PCH)
 	$(CXX) $(CXXFLAGS) -x c++-header $(PCH) -o $@
 
-build/tests/%: tests/unit/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp) $(PCH).gch
+# (A unit program may test a lesson's own header: tests/unit/ud_datagram.cpp.)
+build/tests/%: tests/unit/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp) $(wildcard lessons/*/*.hpp) $(PCH).gch
 	@mkdir -p $(@D)
 	$(call pch_compile,$<)
 
@@ -160,7 +161,9 @@ EX_DIRS := $(sort $(patsubst %/grade.bash,%,$(wildcard lessons/*/exercises/*.*/g
 EX_IDS  := $(notdir $(EX_DIRS))
 EX_BINS :=
 EX_FILES :=
-# $(call exercise_rule,FOLDER,N.M,exN_M)
+# $(call exercise_rule,FOLDER,N.M,exN_M); an exercise sees its lesson's
+# headers (lessons/12_ud_multicast/ud.hpp) as the lesson does: -I its folder.
+ex_lesson_dir = $(dir $(patsubst %/,%,$(dir $(1))))
 define exercise_rule
 $(1)/$(3).cpp:
 	@scripts/exercise.sh files $(2)
@@ -168,12 +171,12 @@ build/exercises/src/starter/$(3).cpp: $(wildcard $(1)/starter.*) $(if $(wildcard
 	@scripts/exercise.sh source $(2) starter $$@
 build/exercises/src/solution/$(3).cpp: build/exercises/src/starter/$(3).cpp $(dir $(1))solutions/$(3).patch
 	@scripts/exercise.sh source $(2) solution $$@
-build/exercises/starter/$(3): $(1)/$(3).cpp $(COMMON_LIB) $(wildcard common/*.hpp) $(PCH).gch
+build/exercises/starter/$(3): $(1)/$(3).cpp $(COMMON_LIB) $(wildcard common/*.hpp) $(wildcard $(call ex_lesson_dir,$(1))*.hpp) $(PCH).gch
 	@mkdir -p $$(@D)
-	$$(call pch_compile,$$<)
-build/exercises/solution/$(3): build/exercises/src/solution/$(3).cpp $(COMMON_LIB) $(wildcard common/*.hpp) $(PCH).gch
+	$$(call pch_compile,-I$(call ex_lesson_dir,$(1)) $$<)
+build/exercises/solution/$(3): build/exercises/src/solution/$(3).cpp $(COMMON_LIB) $(wildcard common/*.hpp) $(wildcard $(call ex_lesson_dir,$(1))*.hpp) $(PCH).gch
 	@mkdir -p $$(@D)
-	$$(call pch_compile,$$<)
+	$$(call pch_compile,-I$(call ex_lesson_dir,$(1)) $$<)
 # make ex4.2: that one exercise, your file, built into build/exercises/starter/ex4_2.
 .PHONY: ex$(2)
 ex$(2): build/exercises/starter/$(3)

@@ -93,10 +93,6 @@ void check_wc(const ibv_wc& wc, const char* what, const char* likely_cause) {
          hint);
 }
 
-namespace {
-
-// True when the peer has closed (or reset) the connection. Data that is
-// waiting is only peeked at, never consumed.
 bool peer_closed(const Connection& c) {
     pollfd p{.fd = c.fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
     if (poll(&p, 1, 0) <= 0) return false;
@@ -105,6 +101,8 @@ bool peer_closed(const Connection& c) {
     ssize_t n = ::recv(c.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
+
+namespace {
 
 ibv_wc poll_until(ibv_cq* cq, int timeout_s, const char* waiting_for, const Connection* peer) {
     using Clock = std::chrono::steady_clock;

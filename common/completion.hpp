@@ -32,6 +32,10 @@ ibv_wc poll_success(ibv_cq* cq, int timeout_s, const char* waiting_for);
 // "closed". Data waiting on the connection is left there for the caller.
 ibv_wc poll_success(ibv_cq* cq, int timeout_s, const char* waiting_for, const Connection& peer);
 
+// True when the peer has closed (or reset) its TCP connection: what
+// poll_success watches. Data that is waiting is only peeked at, never consumed.
+bool peer_closed(const Connection& c);
+
 // A completion whatever its status (the caller checks wc.status), or exit 1
 // when none came within timeout_s seconds (`waiting_for` names it).
 ibv_wc poll_completion(ibv_cq* cq, int timeout_s, const char* waiting_for);

@@ -272,24 +272,6 @@ args="
   assert_line "gid_format: 24 checks, 0 failed"
 }
 
-# ---- UD datagrams (common/ud.hpp)
-
-@test "a UD receive's message is what follows its 40-byte GRH, and the GRH area gives the IPv4 source" {
-  run build/tests/ud_datagram
-  assert_success
-  assert_line "ok - a 56-byte receive with its GRH holds a 16-byte message"
-  assert_line "ok - a receive of the GRH alone holds an empty message"
-  assert_line "ok - grh_source_ipv4 reads the IPv4 header's source (got 192.0.2.7)"
-  refute_line --partial "not ok"
-  assert_line "ud_datagram: 3 checks, 0 failed"
-}
-
-@test "a UD receive shorter than its GRH is refused, saying how long it was" {
-  run -1 --separate-stderr build/tests/ud_datagram short
-  assert_output ""
-  assert_equal "$stderr" "ud_datagram: a UD receive without its 40-byte GRH (39 bytes)"
-}
-
 # ---- enum names (common/completion.hpp, common/qp.hpp)
 
 @test "completion statuses and QP states are named as in verbs.h, each at its number" {

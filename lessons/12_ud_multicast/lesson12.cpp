@@ -32,7 +32,6 @@
 // (the ud fields), rdma-core's ibv_ud_pingpong; docs/lesson12-ud-multicast.md
 // (diagram, what the wire shows, exercises, common errors).
 #include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>  // RDMA_UDP_QKEY only
 
 #include <endian.h>
 
@@ -55,28 +54,11 @@
 #include "handles.hpp"
 #include "options.hpp"
 #include "sum_protocol.hpp"
-#include "ud.hpp"  // two constants and the plumbing (poll_datagram, grh_source_ipv4); the UD verbs are below
+#include "ud.hpp"  // the UD steps both of lesson 12's programs take, read in this order
 
 namespace {
 
 constexpr uint16_t kLesson = 12;  // sent in the exchange: a lesson-12 client only talks to a lesson-12 server
-
-// The Q_Key: a 32-bit number that a UD QP compares with the one every
-// incoming datagram carries (in its DETH header); a mismatch is dropped. Not a
-// password (it travels in clear text), only a guard against stray datagrams.
-// Both sides use this one: rdma_cm's RDMA_UDP_QKEY (0x01234567), the Q_Key it
-// gives every member of a multicast group (lesson12_mcast).
-constexpr uint32_t kQkey = RDMA_UDP_QKEY;
-
-// Every UD receive buffer begins with room for the 40-byte Global Route
-// Header of the packet that filled it (on RoCE v2 over IPv4, rxe puts the
-// 20-byte IPv4 header in its last 20 bytes). The NIC writes it whether or not
-// we want it; a buffer without the 40 bytes loses the end of the message.
-using wb::kGrhBytes;  // 40, in common/ud.hpp with the multicast program's helpers
-
-// The multicast QP number (IBTA: the 24-bit "all ones" QPN, 0xFFFFFF):
-// lesson12_mcast's receivers give it in the exchange, and this program refuses them.
-using wb::kMulticastQpn;
 
 // The client waits this long for an answer before it sends the request
 // again, at most kTries times: UD's only reliability is the one we write.
@@ -89,108 +71,9 @@ constexpr std::chrono::milliseconds kLateReceive{1500};
 constexpr uint32_t kMaxSendBytes = 4096;
 
 // wr_id: our own label for a work request, handed back in its completion.
-constexpr uint64_t kRecvId = 1;
-constexpr uint64_t kSendId = 2;
+constexpr uint64_t kRecvId = 0;  // the one receive slot
+constexpr uint64_t kSendId = 1;
 
-// RESET -> INIT -> RTR -> RTS for a UD QP. Compare lesson 3's RC transitions:
-// INIT takes a Q_Key instead of access flags (a datagram can only be a SEND,
-// which never touches our memory), and RTR and RTS take no remote fields at
-// all: no destination QP, no GID, no PSN to expect, no path MTU. A UD QP is
-// bound to no peer, so it can reach RTS before it knows anyone.
-void ud_qp_to_rts(ibv_qp* qp, const wb::PortAddress& a, uint32_t psn) {
-    ibv_qp_attr init = {
-        .qp_state = IBV_QPS_INIT,
-        .qkey = kQkey,      // incoming datagrams must carry this Q_Key
-        .pkey_index = 0,    // the default partition
-        .port_num = a.port,
-    };
-    CHECK_RC(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
-    ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR};
-    CHECK_RC(ibv_modify_qp(qp, &rtr, IBV_QP_STATE));
-    ibv_qp_attr rts = {
-        .qp_state = IBV_QPS_RTS,
-        .sq_psn = psn,      // 24-bit PSN of our first datagram; nobody checks UD's PSNs
-    };
-    CHECK_RC(ibv_modify_qp(qp, &rts, IBV_QP_STATE | IBV_QP_SQ_PSN));
-}
-
-// Post one receive of `length` bytes at `addr` inside `mr`. For UD, the
-// first kGrhBytes of it are the GRH's.
-void post_receive(ibv_qp* qp, const ibv_mr* mr, char* addr, uint32_t length, uint64_t id = kRecvId) {
-    ibv_sge sge = {
-        .addr = reinterpret_cast<uintptr_t>(addr),
-        .length = length,  // 40 bytes of GRH + the longest message we accept
-        .lkey = mr->lkey,
-    };
-    ibv_recv_wr wr = {.wr_id = id, .next = nullptr, .sg_list = &sge, .num_sge = 1};
-    ibv_recv_wr* bad = nullptr;
-    CHECK_RC(ibv_post_recv(qp, &wr, &bad));
-}
-
-// Post one signaled datagram of `length` bytes from the start of `mr` to QP
-// `remote_qpn` at the address `ah`: the three wr.ud fields are the whole of UD
-// addressing (an RC QP's RTR holds them instead).
-void post_datagram(ibv_qp* qp, const ibv_mr* mr, uint32_t length, ibv_ah* ah, uint32_t remote_qpn,
-                   uint32_t remote_qkey) {
-    ibv_sge sge = {
-        .addr = reinterpret_cast<uintptr_t>(mr->addr),
-        .length = length,
-        .lkey = mr->lkey,
-    };
-    ibv_send_wr wr = {
-        .wr_id = kSendId,
-        .next = nullptr,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,            // UD knows only SEND (and SEND with immediate)
-        .send_flags = IBV_SEND_SIGNALED,  // the completion says the datagram LEFT, nothing more
-        .wr = {.ud = {
-                   .ah = ah,                   // where: the peer's GID (or LID), port, hop limit
-                   .remote_qpn = remote_qpn,   // which QP there (0xFFFFFF: every QP of a multicast group)
-                   .remote_qkey = remote_qkey, // must equal the Q_Key of that QP, or it is dropped
-               }},
-    };
-    ibv_send_wr* bad = nullptr;
-    CHECK_RC(ibv_post_send(qp, &wr, &bad));
-}
-
-// The message's length in a UD receive: byte_len less the 40 GRH bytes it also
-// counts. Without IBV_WC_GRH, or under 40 bytes, it is not one we can read.
-uint32_t message_length(const ibv_wc& wc) {
-    if (!(wc.wc_flags & IBV_WC_GRH) || wc.byte_len < kGrhBytes)
-        wb::fail("a UD receive without its 40-byte GRH (" + std::to_string(wc.byte_len) + " bytes)");
-    return wc.byte_len - kGrhBytes;
-}
-
-// UD has no connection: any UD QP that knows our QP number and the Q_Key can
-// send us a datagram. So each is checked against the peer of the exchange: its
-// QP (wc.src_qp) and GID (the GRH's source, read by ibv_init_ah_from_wc) or,
-// without a GRH (InfiniBand), its LID. Anyone else's is counted in `strays`,
-// reported in one line and ignored: the caller posts its receive again.
-bool from_peer(ibv_context* ctx, uint8_t port, ibv_wc& wc, char* buf, const wb::PeerInfo& peer, const char* me,
-               int& strays) {
-    std::string sender, expected;
-    if (wc.wc_flags & IBV_WC_GRH) {
-        ibv_ah_attr from{};
-        CHECK_RC(ibv_init_ah_from_wc(ctx, port, &wc, reinterpret_cast<ibv_grh*>(buf), &from));
-        if (wc.src_qp == peer.qp_num && std::memcmp(&from.grh.dgid, &peer.gid, sizeof peer.gid) == 0) return true;
-        sender = wb::gid_to_string(from.grh.dgid);
-        expected = wb::gid_to_string(peer.gid);
-    } else {
-        if (wc.src_qp == peer.qp_num && wc.slid == peer.lid) return true;
-        sender = "LID " + std::to_string(wc.slid);
-        expected = "LID " + std::to_string(peer.lid);
-    }
-    ++strays;
-    std::printf("%s: ignored a datagram from QP 0x%x at %s: not the peer of the exchange (QP 0x%x at %s); %d so far\n",
-                me, wc.src_qp, sender.c_str(), peer.qp_num, expected.c_str(), strays);
-    return false;
-}
-
-// The plumbing is in common/: wb::poll_datagram (a bounded wait for a
-// datagram that may never come: lesson 3's loop, where "nothing" is normal),
-// wb::PortCounters::read (a port counter: how we see a dropped datagram at
-// all) and wb::grh_source_ipv4 (the GRH's IPv4 source).
 
 }  // namespace
 
@@ -203,7 +86,7 @@ int main(int argc, char** argv) {
          &send_bytes_text},
         {'q', "qkey", "Q", "client: send with Q_Key Q (default: 0x01234567, the server's; any other is dropped)",
          &qkey_text},
-        {'n', "no-recv", nullptr, "server: post the receive 1.5 s after the exchange (default: before)", &no_recv_text},
+        {0, "no-recv", nullptr, "server: post the receive 1.5 s after the exchange (default: before)", &no_recv_text},
     };
     const wb::Usage usage = {
         .synopsis = "[options]              server: add the two numbers a client sends, over UD\n"
@@ -218,12 +101,12 @@ int main(int argc, char** argv) {
     const wb::SumArgs sum_args = wb::parse_sum_args(opt);
     const bool is_server = sum_args.is_server;
     if (is_server && (opt.given('B') || opt.given('q'))) wb::usage_error("-B and -q are client options");
-    if (!is_server && opt.given('n')) wb::usage_error("-n is a server option");
+    if (!is_server && opt.given("no-recv")) wb::usage_error("--no-recv is a server option");
     const int64_t a = sum_args.a, b = sum_args.b;
     const uint32_t send_bytes = opt.given('B')
                                     ? static_cast<uint32_t>(wb::parse_range(send_bytes_text, "-B", 0, kMaxSendBytes))
                                     : sizeof(wb::SumRequest);
-    const uint32_t qkey = opt.given('q') ? static_cast<uint32_t>(wb::parse_hex(qkey_text, "-q", 32)) : kQkey;
+    const uint32_t qkey = opt.given('q') ? static_cast<uint32_t>(wb::parse_hex(qkey_text, "-q", 32)) : ud::kQkey;
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);
@@ -250,11 +133,13 @@ int main(int argc, char** argv) {
     wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
     const uint32_t psn = wb::random_psn();
 
-    // 3. Memory. The server's receive takes the 40-byte GRH plus a whole MTU
+    // 3. Memory. Each side's receive takes the 40-byte GRH plus a whole MTU
     //    (1024 bytes on a 1500-byte link), the longest datagram, so that any
-    //    datagram lands. Access as in lesson 4: LOCAL_WRITE where our NIC writes.
+    //    datagram lands, the client's 16-byte answer or anyone's stray
+    //    (ud.hpp's Receives says why). Access as in lesson 4: LOCAL_WRITE
+    //    where our NIC writes.
     const uint32_t mtu = static_cast<uint32_t>(wb::mtu_bytes(addr.attr.active_mtu));
-    const uint32_t recv_len = kGrhBytes + (is_server ? mtu : static_cast<uint32_t>(sizeof(wb::SumResponse)));
+    const uint32_t recv_len = ud::kGrhBytes + mtu;
     wb::Buffer recv_buf = wb::alloc_buffer(recv_len);
     wb::MemoryRegion recv_mr{CHECK_PTR(ibv_reg_mr(pd.get(), recv_buf.get(), recv_len, IBV_ACCESS_LOCAL_WRITE),
                                        "ulimit -l: is locked memory limited?")};
@@ -262,18 +147,21 @@ int main(int argc, char** argv) {
     wb::MemoryRegion send_mr{CHECK_PTR(ibv_reg_mr(pd.get(), send_buf.get(), kMaxSendBytes, 0),
                                        "ulimit -l: is locked memory limited?")};
 
-    // 4. RESET -> INIT -> RTR -> RTS, all before the exchange: UD needs
-    //    nothing from the peer to get there.
-    ud_qp_to_rts(qp.get(), addr, psn);
-    std::printf("%s: UD QP 0x%x is RTS with Q_Key 0x%08x, before knowing any peer\n", who, qp->qp_num, kQkey);
+    const ud::Receives receives = {
+        .qp = qp.get(), .cq = recv_cq.get(), .mr = recv_mr.get(), .base = recv_buf.get(), .slot_bytes = recv_len};
+
+    // 4. RESET -> INIT -> RTR -> RTS (ud.hpp), all before the exchange: UD
+    //    needs nothing from the peer to get there.
+    ud::qp_to_rts(qp.get(), addr, psn);
+    std::printf("%s: UD QP 0x%x is RTS with Q_Key 0x%08x, before knowing any peer\n", who, qp->qp_num, ud::kQkey);
 
     // 5. The receive, before the exchange as in lesson 4; but where an RC
     //    sender would be told "not ready" (RNR NAK) and try again, a datagram
     //    that finds no receive is simply dropped. --no-recv shows it.
-    if (!opt.given('n')) {
-        post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
+    if (!opt.given("no-recv")) {
+        ud::post_receive(receives, kRecvId);
         std::printf("%s: posted a %u-byte receive (40 GRH + %u) before the exchange\n", who, recv_len,
-                    recv_len - kGrhBytes);
+                    recv_len - ud::kGrhBytes);
     } else {
         std::printf("server: --no-recv: no receive posted; one follows %lld ms after the exchange\n",
                     static_cast<long long>(kLateReceive.count()));
@@ -284,12 +172,13 @@ int main(int argc, char** argv) {
     const long long pkts_before = wb::PortCounters::read(ctx.get(), addr.port, "rcvd_pkts");
     wb::Connection conn = wb::meet_peer(opt, is_server);
     const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
-    if (peer.qp_num == kMulticastQpn)
+    if (peer.qp_num == ud::kMulticastQpn)
         wb::fail("the peer " + conn.peer() + " runs multicast receivers", "send to them with ./lesson12_mcast HOST");
     std::printf("%s: peer %s is QP 0x%x\n", who, conn.peer().c_str(), peer.qp_num);
+    ud::PeerDatagrams from_peer = {.ctx = ctx.get(), .port = addr.port, .peer = peer, .me = who};
 
     if (is_server) {
-        if (opt.given('n')) {
+        if (opt.given("no-recv")) {
             // Whatever the client sends now finds no receive. No NAK goes back,
             // no completion appears here: only the port's packet counter moves.
             std::this_thread::sleep_for(kLateReceive);
@@ -298,29 +187,29 @@ int main(int argc, char** argv) {
                 std::printf("server: in those %lld ms the port received %lld packets (rcvd_pkts) and our CQ got "
                             "nothing: dropped\n",
                             static_cast<long long>(kLateReceive.count()), pkts - pkts_before);
-            post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
-            std::printf("server: posted a %u-byte receive (40 GRH + %u), late\n", recv_len, recv_len - kGrhBytes);
+            ud::post_receive(receives, kRecvId);
+            std::printf("server: posted a %u-byte receive (40 GRH + %u), late\n", recv_len, recv_len - ud::kGrhBytes);
         }
         // 7. Wait for the request. byte_len counts the 40 GRH bytes too (IBV_WC_GRH
         //    says they are there); wc.src_qp is the sender's QP. Only the client
-        //    of the exchange is answered (from_peer), within the same --timeout.
+        //    of the exchange is answered (ud.hpp's PeerDatagrams), within
+        //    --timeout however many strays arrive.
         std::printf("server: waiting for the client's datagram\n");
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opt.timeout_s);
-        int strays = 0;
-        ibv_wc wc = wb::poll_success(recv_cq.get(), opt.timeout_s, "the client's request (RECV)", conn);
-        while (!from_peer(ctx.get(), addr.port, wc, recv_buf.get(), peer, "server", strays)) {
-            post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
-            const auto left = std::chrono::ceil<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
-            wc = wb::poll_success(recv_cq.get(), static_cast<int>(std::max<long long>(left.count(), 1)),
-                              "the client's request (RECV)", conn);
-        }
-        const uint32_t len = message_length(wc);
+        const std::optional<ibv_wc> request =
+            from_peer.next(receives, deadline, "the client's request (RECV)", &conn);
+        if (!request)
+            wb::fail("no request from the client " + conn.peer() + " within " + std::to_string(opt.timeout_s) +
+                         " s (" + std::to_string(from_peer.strays) + " datagrams from others ignored)",
+                     "is the client sending with our Q_Key? raise --timeout if the machine is slow");
+        ibv_wc wc = *request;
+        const uint32_t len = ud::message_length(wc);
         std::printf("server: completion %s, %u bytes = 40 GRH + %u message, from QP 0x%x at %s\n",
                     wb::wc_opcode_str(wc.opcode), wc.byte_len, len, wc.src_qp,
-                    addr.roce ? wb::grh_source_ipv4(recv_buf.get()).c_str() : "(IB)");
+                    addr.roce ? ud::grh_source_ipv4(recv_buf.get()).c_str() : "(IB)");
 
         // The application's part (common/sum_protocol.cpp), on the bytes after the GRH.
-        const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get() + kGrhBytes, len);
+        const wb::SumAnswer answer = wb::answer_sum_request(recv_buf.get() + ud::kGrhBytes, len);
         if (len == sizeof(wb::SumRequest))
             std::printf("server: request %" PRId64 " + %" PRId64 "\n", answer.a, answer.b);
 
@@ -330,7 +219,8 @@ int main(int argc, char** argv) {
         wb::AddressHandle reply_ah{CHECK_PTR(
             ibv_create_ah_from_wc(pd.get(), &wc, reinterpret_cast<ibv_grh*>(recv_buf.get()), addr.port))};
         std::memcpy(send_buf.get(), &answer.response, sizeof answer.response);
-        post_datagram(qp.get(), send_mr.get(), sizeof answer.response, reply_ah.get(), wc.src_qp, kQkey);
+        ud::post_datagram(qp.get(), send_mr.get(), sizeof answer.response, reply_ah.get(), wc.src_qp, ud::kQkey,
+                          kSendId);
         wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the response", conn);
         std::printf("server: response sent (status %u)\n", be32toh(answer.response.status));
         if (!answer.error.empty()) wb::result_error(answer.error);
@@ -364,24 +254,17 @@ int main(int argc, char** argv) {
     const wb::SumRequest request = wb::make_sum_request(a, b);
     std::memcpy(send_buf.get(), &request, sizeof request);
     std::optional<ibv_wc> answer;
-    int strays = 0;
     for (int attempt = 1; attempt <= kTries && !answer; ++attempt) {
         std::printf("client: sending %" PRId64 " and %" PRId64 " (%u bytes), try %d of %d\n", a, b, send_bytes,
                     attempt, kTries);
-        post_datagram(qp.get(), send_mr.get(), send_bytes, ah.get(), peer.qp_num, qkey);
+        ud::post_datagram(qp.get(), send_mr.get(), send_bytes, ah.get(), peer.qp_num, qkey, kSendId);
         const ibv_wc sent = wb::poll_success(send_cq.get(), opt.timeout_s, "the SEND of the request", conn);
         std::printf("client: send completion %s: the datagram left; nobody tells us whether it arrived\n",
                     wb::wc_status_name(sent.status));
-        // The answer, from the server of the exchange only (from_peer): a
-        // datagram from anyone else is ignored within the same wait.
-        const auto until = std::chrono::steady_clock::now() + kAnswerWait;
-        for (;;) {
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-            answer = wb::poll_datagram(recv_cq.get(), left, "the server's response (RECV)");  // left < 0: polls once
-            if (!answer || from_peer(ctx.get(), addr.port, *answer, recv_buf.get(), peer, "client", strays)) break;
-            answer.reset();
-            post_receive(qp.get(), recv_mr.get(), recv_buf.get(), recv_len);
-        }
+        // The answer, from the server of the exchange only (ud.hpp's
+        // PeerDatagrams): a datagram from anyone else is ignored within the same wait.
+        answer = from_peer.next(receives, std::chrono::steady_clock::now() + kAnswerWait,
+                                "the server's response (RECV)");
         if (!answer)
             std::printf("client: no answer within %lld ms: the datagram or its answer was lost\n",
                         static_cast<long long>(kAnswerWait.count()));
@@ -391,10 +274,10 @@ int main(int argc, char** argv) {
                          " tries: every datagram was dropped (is the server running? is the Q_Key right?)");
 
     // 9. The answer: 40 GRH bytes, then the response.
-    const uint32_t len = message_length(*answer);
+    const uint32_t len = ud::message_length(*answer);
     std::printf("client: completion %s, %u bytes = 40 GRH + %u message\n", wb::wc_opcode_str(answer->opcode),
                 answer->byte_len, len);
-    const wb::SumResult r = wb::read_sum_response(recv_buf.get() + kGrhBytes, len, a, b);
+    const wb::SumResult r = wb::read_sum_response(recv_buf.get() + ud::kGrhBytes, len, a, b);
     if (r.status == wb::kSumBadRequest)  // we know what we sent: say it
         wb::result_error("the server refused the request: it was " + std::to_string(send_bytes) + " bytes, not " +
                          std::to_string(sizeof(wb::SumRequest)));

@@ -1,8 +1,9 @@
 // lesson12_mcast.cpp - multicast: one UD datagram, sent once, received by every QP of a group.
 //
-// Lesson 12's second program (lesson12.cpp is the first: the sum over UD, whose
-// QPs, receives and datagrams this one uses unchanged, through common/ud.hpp).
-// R receiver QPs join a multicast group and a sender sends K datagrams ONCE to
+// Lesson 12's second program (lesson12.cpp is the first: the sum over UD). It
+// takes the same UD steps, from the lesson's ud.hpp: QPs to RTS with the Q_Key,
+// receives with room for the GRH, datagrams, and only the peer's datagrams
+// counted. R receiver QPs join a multicast group and a sender sends N datagrams ONCE to
 // the group's GID and the multicast QPN 0xFFFFFF: each receiver QP gets its own
 // copy of each, made past the sender (by the receiving NIC; on a fabric, also
 // by the switches). On RoCE v2 a group is an IP multicast group, which the host
@@ -12,9 +13,9 @@
 // detached again before it is destroyed.
 //
 // Run it on one host (two terminals; rxe loops multicast back to its own QPs):
-//     ./lesson12_mcast                 receivers: 3 QPs (-r) join 239.1.2.3, wait for a sender
-//     ./lesson12_mcast 127.0.0.1       sender: 3 datagrams (-k), once, to the receivers' group
-//     ./lesson12_mcast -r 5 -k 2 239.9.8.7   5 receivers, 2 datagrams, group 239.9.8.7
+//     ./lesson12_mcast                 receivers: 3 QPs (--receivers) join 239.1.2.3, wait for a sender
+//     ./lesson12_mcast 127.0.0.1       sender: 3 datagrams (-n), once, to the receivers' group
+//     ./lesson12_mcast --receivers 5 -n 2 239.9.8.7   5 receivers, 2 datagrams, group 239.9.8.7
 // On two hosts: ./lesson12_mcast on host A, ./lesson12_mcast A on host B. Both
 // take -d DEV -i PORT -g GID_INDEX -p TCP_PORT --timeout SECS (./lesson12_mcast -h).
 //
@@ -47,33 +48,22 @@
 #include "exchange.hpp"
 #include "handles.hpp"
 #include "options.hpp"
-#include "ud.hpp"  // lesson12.cpp's UD steps, which it writes out and explains
+#include "ud.hpp"  // the UD steps both of lesson 12's programs take
 
 namespace {
 
 constexpr uint16_t kLesson = 12;  // sent in the exchange: lesson 12's programs talk to each other only
 
-// The Q_Key (lesson12.cpp says what it is): the one rdma_cm gives every
-// member of a group in its UDP port space. wb::kGrhBytes, the GRH before
-// every received datagram, and wb::kMulticastQpn, the IBTA's 24-bit "all
-// ones" that sends a datagram to every QP attached to the group, are in
-// common/ud.hpp.
-constexpr uint32_t kQkey = RDMA_UDP_QKEY;
-constexpr uint64_t kSendId = 2;  // wr_id of a datagram; a receive's wr_id is its slot number
+constexpr uint64_t kSendId = 0;  // wr_id of a datagram; a receive's wr_id is its slot number
 
-// After the sender's DONE, a receiver waits this long for each datagram
-// still missing before it counts it as lost (UD resends nothing).
+// After the sender's DONE, the receivers wait this long for the datagrams
+// still missing before they count them as lost (UD resends nothing).
 constexpr std::chrono::milliseconds kStragglerWait{1000};
 
 constexpr const char* kDefaultGroup = "239.1.2.3";  // in 239.0.0.0/8, the site-local ("administratively scoped") range
 constexpr int kDefaultReceivers = 3, kMaxReceivers = 8;  // a device's own limit: max_mcast_qp_attach
 constexpr int kDefaultCount = 3, kMaxCount = 16;
 
-// lesson12.cpp's UD steps are common/ud.hpp's: wb::ud_qp_to_rts (the
-// transitions with a Q_Key), wb::post_ud_receive (one receive, GRH
-// included), wb::post_datagram (the three wr.ud fields), wb::ud_message_length
-// and wb::poll_datagram. lesson12.cpp writes each out and explains it; the
-// calls and values are the same.
 
 // The plumbing, at the end of this file.
 std::string ipv4_multicast_mac(in_addr group);
@@ -83,15 +73,15 @@ std::string ipv4_multicast_mac(in_addr group);
 int main(int argc, char** argv) {
     std::string receivers_text, count_text;
     const wb::ExtraOption extra[] = {
-        {'r', "receivers", "R", "receivers: R QPs join the group, 1..8 (default: 3)", &receivers_text},
-        {'k', "count", "K", "the sender sends K datagrams, the receivers expect K, 1..16 (default: 3)", &count_text},
+        {0, "receivers", "R", "receivers: R QPs join the group, 1..8 (default: 3)", &receivers_text},
+        {'n', "count", "N", "the sender sends N datagrams, the receivers expect N, 1..16 (default: 3)", &count_text},
     };
     const wb::Usage usage = {
-        .synopsis = "[options] [-r R] [-k K] [GROUP]   receivers: R QPs join GROUP (default: 239.1.2.3)\n"
-                    "  lesson12_mcast [options] [-k K] HOST             sender: K datagrams, once, to the receivers' group",
+        .synopsis = "[options] [--receivers R] [-n N] [GROUP]   receivers: R QPs join GROUP (default: 239.1.2.3)\n"
+                    "  lesson12_mcast [options] [-n N] HOST                     sender: N datagrams, once, to the group",
         .summary = "multicast over UD: a datagram sent once, a copy for every receiver QP of the group",
         .notes = "An argument in 224.0.0.0/4 is the GROUP (receivers); any other address is HOST (sender).\n"
-                 "Both sides take -k, and must give the same. The sum over UD is ./lesson12.",
+                 "Both sides take -n, and must give the same. The sum over UD is ./lesson12.",
         .timeout_help = "the sender's connect retries and every wait on the peer",
         .server_scope = "The receivers listen on every address of this host (IPv4 and IPv6, port -p) and serve\n"
                         "one sender: the first connection that goes wrong ends them (exit 1). Run them where you\n"
@@ -104,10 +94,11 @@ int main(int argc, char** argv) {
     const bool group_given = !opt.args.empty() && inet_pton(AF_INET, opt.args[0].c_str(), &ip) == 1 &&
                              IN_MULTICAST(ntohl(ip.s_addr));
     const bool is_sender = !opt.args.empty() && !group_given;
-    if (is_sender && opt.given('r')) wb::usage_error("-r is a receivers' option (no HOST)");
-    const int receivers = opt.given('r') ? static_cast<int>(wb::parse_range(receivers_text, "-r", 1, kMaxReceivers))
-                                         : kDefaultReceivers;
-    const int count = opt.given('k') ? static_cast<int>(wb::parse_range(count_text, "-k", 1, kMaxCount)) : kDefaultCount;
+    if (is_sender && opt.given("receivers")) wb::usage_error("--receivers is a receivers' option (no HOST)");
+    const int receivers = opt.given("receivers")
+                              ? static_cast<int>(wb::parse_range(receivers_text, "--receivers", 1, kMaxReceivers))
+                              : kDefaultReceivers;
+    const int count = opt.given('n') ? static_cast<int>(wb::parse_range(count_text, "-n", 1, kMaxCount)) : kDefaultCount;
     const std::string group_text = group_given ? opt.args[0] : kDefaultGroup;
 
     // 1. Device, port and address. A RoCE v2 multicast group is an IPv4 (or
@@ -120,7 +111,7 @@ int main(int argc, char** argv) {
                      wb::gid_to_string(addr.gid),
                  "choose one with -g (./lesson1 lists the GID table)");
     const uint32_t mtu = static_cast<uint32_t>(wb::mtu_bytes(addr.attr.active_mtu));
-    const uint32_t slot = wb::kGrhBytes + mtu;  // one receive: the GRH and a whole packet
+    const uint32_t slot = ud::kGrhBytes + mtu;  // one receive: the GRH and a whole packet
 
     // 2. The objects: one UD QP per receiver, each with its own CQ (the
     //    sender: one QP). Reverse destruction tears the QPs down before the
@@ -153,20 +144,26 @@ int main(int argc, char** argv) {
                                   "ulimit -l: is locked memory limited?")};
 
     // 4 and 5. Every QP to RTS with the group's Q_Key; each receiver posts
-    //    one receive per datagram it expects, before anyone can send.
+    //    one receive per datagram it expects, before anyone can send:
+    //    receiver i's slots are the i-th `count` of the buffer.
     const uint32_t psn = wb::random_psn();
+    std::vector<ud::Receives> receives;
     for (int i = 0; i < qps; ++i) {
-        wb::ud_qp_to_rts(qp[i].get(), addr, psn, kQkey);
-        for (int k = 0; k < count && !is_sender; ++k)
-            wb::post_ud_receive(qp[i].get(), mr.get(), buf.get() + (static_cast<size_t>(i) * count + k) * slot, slot,
-                                k);
+        ud::qp_to_rts(qp[i].get(), addr, psn);
+        if (is_sender) continue;
+        receives.push_back({.qp = qp[i].get(),
+                            .cq = cqs[i].get(),
+                            .mr = mr.get(),
+                            .base = buf.get() + static_cast<size_t>(i) * count * slot,
+                            .slot_bytes = slot});
+        for (int k = 0; k < count; ++k) ud::post_receive(receives.back(), k);
     }
     if (is_sender) {
-        std::printf("sender: UD QP 0x%x is RTS with Q_Key 0x%08x\n", qp[0]->qp_num, kQkey);
+        std::printf("sender: UD QP 0x%x is RTS with Q_Key 0x%08x\n", qp[0]->qp_num, ud::kQkey);
     } else {
         for (int i = 0; i < qps; ++i)
             std::printf("receiver %d: UD QP 0x%x is RTS with Q_Key 0x%08x, %d receives of %u bytes posted\n", i + 1,
-                        qp[i]->qp_num, kQkey, count, slot);
+                        qp[i]->qp_num, ud::kQkey, count, slot);
     }
 
     // The receivers' rdma_cm objects: the join (step 6) and the leave (step 9).
@@ -202,7 +199,7 @@ int main(int argc, char** argv) {
                     "Q_Key 0x%08x\n",
                     group_text.c_str(), wb::gid_to_string(group_gid).c_str(), ipv4_multicast_mac(g).c_str(),
                     join_qkey);
-        if (join_qkey != kQkey) wb::fail("the group's Q_Key is not the one our QPs have");
+        if (join_qkey != ud::kQkey) wb::fail("the group's Q_Key is not the one our QPs have");
         for (int i = 0; i < qps; ++i) {
             CHECK_RC(ibv_attach_mcast(qp[i].get(), &group_gid, 0));  // LID 0: RoCE has no multicast LIDs
             std::printf("receiver %d: QP 0x%x attached to %s\n", i + 1, qp[i]->qp_num,
@@ -223,17 +220,17 @@ int main(int argc, char** argv) {
     }
     wb::PeerInfo mine = wb::local_info(kLesson, qp[0].get(), psn, addr);
     if (!is_sender) {
-        mine.qp_num = wb::kMulticastQpn;
+        mine.qp_num = ud::kMulticastQpn;
         mine.gid = group_gid;
     }
     const wb::PeerInfo peer = wb::exchange(conn, mine, opt.timeout_s);
     char peer_qpn[16];
     std::snprintf(peer_qpn, sizeof peer_qpn, "0x%x", peer.qp_num);  // in hex, as every other line
-    if (is_sender && peer.qp_num != wb::kMulticastQpn)
+    if (is_sender && peer.qp_num != ud::kMulticastQpn)
         wb::fail("the peer " + conn.peer() + " is not multicast receivers (it gave QP " + peer_qpn +
                      ", not 0xffffff)",
                  "start the receivers: ./lesson12_mcast with no HOST");
-    if (!is_sender && peer.qp_num == wb::kMulticastQpn)
+    if (!is_sender && peer.qp_num == ud::kMulticastQpn)
         wb::fail("the peer " + conn.peer() + " is multicast receivers too", "the sender needs a HOST");
 
     if (is_sender) {
@@ -255,13 +252,13 @@ int main(int argc, char** argv) {
         char group_ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &g, group_ip, sizeof group_ip);
         std::printf("sender: group GID %s = IPv4 %s = Ethernet %s; QP 0x%x, Q_Key 0x%08x\n",
-                    wb::gid_to_string(peer.gid).c_str(), group_ip, ipv4_multicast_mac(g).c_str(), wb::kMulticastQpn,
-                    kQkey);
+                    wb::gid_to_string(peer.gid).c_str(), group_ip, ipv4_multicast_mac(g).c_str(), ud::kMulticastQpn,
+                    ud::kQkey);
 
         // 9. Each datagram is sent ONCE; the network and the receiving NIC copy it.
         for (int k = 1; k <= count; ++k) {
             const int n = std::snprintf(buf.get(), mtu, "datagram %d of %d", k, count);
-            wb::post_datagram(qp[0].get(), mr.get(), static_cast<uint32_t>(n), ah.get(), wb::kMulticastQpn, kQkey,
+            ud::post_datagram(qp[0].get(), mr.get(), static_cast<uint32_t>(n), ah.get(), ud::kMulticastQpn, ud::kQkey,
                               kSendId);
             const ibv_wc wc = wb::poll_success(cqs[0].get(), opt.timeout_s, "the SEND of a datagram", conn);
             std::printf("sender: \"%s\" sent once, completion %s\n", buf.get(), wb::wc_status_name(wc.status));
@@ -272,23 +269,28 @@ int main(int argc, char** argv) {
     }
 
     // 8. Receivers: the sender says DONE after its last completion; what has
-    //    not arrived a moment later was lost (UD resends nothing).
+    //    not arrived a moment later was lost (UD resends nothing). Only the
+    //    sender of the exchange counts (ud.hpp's PeerDatagrams): anyone can
+    //    send to the group's address and QPN with the group's Q_Key, and a
+    //    stray is ignored, though the receive it took may have been the one a
+    //    datagram of the sender then did not find.
     wb::expect_token(conn, "DONE", opt.timeout_s);
     std::printf("receivers: the sender is done; collecting\n");
+    const auto deadline = std::chrono::steady_clock::now() + kStragglerWait;
     bool all = true;
-    int sender_count = 0;  // the sender's -k, announced in each datagram ("datagram K of N")
+    int sender_count = 0;  // the sender's -n, announced in each datagram ("datagram K of N")
     for (int i = 0; i < qps; ++i) {
+        ud::PeerDatagrams from_sender = {
+            .ctx = ctx.get(), .port = addr.port, .peer = peer, .me = "receiver " + std::to_string(i + 1), .to_group = true};
         std::string got;
         int n = 0;
         while (n < count) {
-            const std::optional<ibv_wc> wc =
-                wb::poll_datagram(cqs[i].get(), kStragglerWait, "a multicast datagram (RECV)");
+            const std::optional<ibv_wc> wc = from_sender.next(receives[i], deadline, "a multicast datagram (RECV)");
             if (!wc) break;
-            const char* slot_start = buf.get() + (static_cast<size_t>(i) * count + wc->wr_id) * slot;
-            const uint32_t len = wb::ud_message_length(*wc);
-            const std::string text = wb::printable(slot_start + wb::kGrhBytes, len);
+            const char* slot_start = receives[i].slot(wc->wr_id);
+            const std::string text = wb::printable(slot_start + ud::kGrhBytes, ud::message_length(*wc));
             std::printf("receiver %d: \"%s\" from QP 0x%x at %s\n", i + 1, text.c_str(), wc->src_qp,
-                        wb::grh_source_ipv4(slot_start).c_str());
+                        ud::grh_source_ipv4(slot_start).c_str());
             int k = 0, of = 0;
             if (std::sscanf(text.c_str(), "datagram %d of %d", &k, &of) == 2) sender_count = of;
             got += (n ? ", \"" : "\"") + text + "\"";
@@ -307,7 +309,7 @@ int main(int argc, char** argv) {
     CHECK_ERRNO(rdma_leave_multicast(id.get(), reinterpret_cast<sockaddr*>(&group)));
     if (sender_count != 0 && sender_count != count)
         wb::result_error("the sender sent " + std::to_string(sender_count) + " datagrams, the receivers expect " +
-                         std::to_string(count) + ": the two sides' -k differ; give both the same -k");
+                         std::to_string(count) + ": the two sides' -n differ; give both the same -n");
     if (!all) wb::result_error("not every receiver got every datagram (lines above)");
     std::printf("result: each of %d receivers got all %d datagrams\n", receivers, count);
     return 0;

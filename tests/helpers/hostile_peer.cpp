@@ -1,5 +1,6 @@
 // hostile_peer - a peer that breaks the rules on purpose, for the tests of
-// lessons 12, 13 and 14 (what each one must refuse or survive). Each mode
+// lessons 11, 13 and 14 (what each one must refuse or survive; lesson 12's
+// stray datagrams come from tests/helpers/ud_stray.cpp). Each mode
 // plays one peer, made of the lessons' own steps (common/), until the moment
 // it misbehaves:
 //
@@ -18,11 +19,6 @@
 //   hostile_peer lesson13-oversized HOST PORT
 //       a lesson-13 client that sends, after GO, one SEND of 128 bytes: twice
 //       the server's receive buffers.
-//   hostile_peer ud-stray QPN|@FILE IPV4
-//       a third UD QP that sends one datagram with Q_Key 0x01234567 to QP QPN
-//       at GID ::ffff:IPV4: a sum answer saying 1337, which nobody asked it for.
-//       With @FILE, the QP number is read from a lesson-12 client's output in
-//       FILE, as soon as it says its receive is posted.
 //
 // The lesson-11 and lesson-13 clients then keep their TCP connection open until the server
 // closes it (at most 30 s), so that the server alone decides what happens;
@@ -226,78 +222,6 @@ int lesson11_more(const std::string& host, uint16_t port, int count) {
     return 0;
 }
 
-// The QP number in a lesson-12 client's output FILE, once the line saying
-// its receive is posted is there too (the client prints its QP first).
-uint32_t qpn_from_output(const std::string& file) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kTimeout);
-    for (;;) {
-        std::string text, line;
-        if (FILE* f = std::fopen(file.c_str(), "r")) {
-            char chunk[4096];
-            size_t n;
-            while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) text.append(chunk, n);
-            std::fclose(f);
-        }
-        const size_t at = text.find("client: UD QP 0x");
-        if (at != std::string::npos && text.find("posted a 56-byte receive") != std::string::npos)
-            return static_cast<uint32_t>(std::strtoul(text.c_str() + at + 14, nullptr, 0));
-        if (std::chrono::steady_clock::now() > deadline) wb::fail("no client QP in " + file + " within 30 s");
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-}
-
-int ud_stray(const std::string& target, const std::string& ipv4) {
-    wb::Context ctx = wb::open_device("");
-    const wb::PortAddress addr = wb::choose_address(ctx.get(), 1, -1);
-    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
-    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), 2, nullptr, nullptr, 0))};
-    ibv_qp_init_attr qp_attr = {
-        .send_cq = cq.get(),
-        .recv_cq = cq.get(),
-        .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_UD,
-    };
-    wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &qp_attr))};
-    // Lesson 12's ud_qp_to_rts.
-    ibv_qp_attr init = {.qp_state = IBV_QPS_INIT, .qkey = RDMA_UDP_QKEY, .pkey_index = 0, .port_num = addr.port};
-    CHECK_RC(ibv_modify_qp(qp.get(), &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
-    ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR};
-    CHECK_RC(ibv_modify_qp(qp.get(), &rtr, IBV_QP_STATE));
-    ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS, .sq_psn = 0};
-    CHECK_RC(ibv_modify_qp(qp.get(), &rts, IBV_QP_STATE | IBV_QP_SQ_PSN));
-
-    ibv_ah_attr ah_attr = {.is_global = 1, .port_num = addr.port};
-    std::memset(ah_attr.grh.dgid.raw + 10, 0xff, 2);  // ::ffff:a.b.c.d
-    if (inet_pton(AF_INET, ipv4.c_str(), ah_attr.grh.dgid.raw + 12) != 1) wb::usage_error("not an IPv4 address: " + ipv4);
-    ah_attr.grh.sgid_index = static_cast<uint8_t>(addr.gid_index);
-    ah_attr.grh.hop_limit = 64;
-    wb::AddressHandle ah{CHECK_PTR(ibv_create_ah(pd.get(), &ah_attr))};
-
-    wb::Buffer buf = wb::alloc_buffer(sizeof(wb::SumResponse));
-    const wb::SumResponse lie = {.status = htobe32(wb::kSumOk), .reserved = 0, .sum = htobe64(1337)};
-    std::memcpy(buf.get(), &lie, sizeof lie);
-    wb::MemoryRegion mr{CHECK_PTR(ibv_reg_mr(pd.get(), buf.get(), sizeof lie, 0))};
-    // QPN, or @FILE: everything is ready before we read the client's QP
-    // from its output, so the datagram leaves the moment it is there.
-    std::printf("hostile_peer: UD QP 0x%x ready\n", qp->qp_num);
-    std::fflush(stdout);
-    const uint32_t qpn = target[0] == '@' ? qpn_from_output(target.substr(1))
-                                          : static_cast<uint32_t>(std::strtoul(target.c_str(), nullptr, 0));
-    ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(buf.get()), .length = sizeof lie, .lkey = mr->lkey};
-    ibv_send_wr wr = {
-        .wr_id = 1,
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_SEND,
-        .send_flags = IBV_SEND_SIGNALED,
-        .wr = {.ud = {.ah = ah.get(), .remote_qpn = qpn, .remote_qkey = RDMA_UDP_QKEY}},
-    };
-    std::printf("hostile_peer: UD QP 0x%x sends \"sum 1337\" to QP 0x%x at ::ffff:%s\n", qp->qp_num, qpn,
-                ipv4.c_str());
-    post_and_wait(qp.get(), cq.get(), wr);
-    return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -311,9 +235,8 @@ int main(int argc, char** argv) {
         return lesson11_more(argv[2], static_cast<uint16_t>(std::atoi(argv[3])), std::atoi(argv[4]));
     if (argc == 4 && mode == "lesson13-oversized")
         return lesson13_oversized(argv[2], static_cast<uint16_t>(std::atoi(argv[3])));
-    if (argc == 4 && mode == "ud-stray") return ud_stray(argv[2], argv[3]);
     std::fprintf(stderr, "usage: hostile_peer lesson14-overrun HOST PORT | "
                          "lesson14-mr-rkey HOST PORT RKEY | lesson13-oversized HOST PORT | "
-                         "lesson11-more HOST PORT COUNT | ud-stray QPN|@FILE IPV4\n");
+                         "lesson11-more HOST PORT COUNT\n");
     return 2;
 }

@@ -1,6 +1,6 @@
 # Grader of exercise 12.1: the client's UD receive makes room for the 40-byte GRH and reads the answer after it.
 # shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
-HINT="the client's receive must be kGrhBytes + sizeof(wb::SumResponse) bytes, and the response starts at recv_buf.get() + kGrhBytes, byte_len - kGrhBytes bytes long"
+HINT="the client's receive must hold the GRH too: ud::kGrhBytes + mtu bytes, as the server's; the response starts at recv_buf.get() + ud::kGrhBytes, byte_len - ud::kGrhBytes bytes long"
 
 grade() {
   local a=$((RANDOM * 1000 + 1)) b=$((-RANDOM - 1)) recvs line
