@@ -75,7 +75,7 @@ void print_usage(const Usage& usage, std::span<const ExtraOption> extra) {
                     kDefaultTimeoutSeconds);
     }
     for (const ExtraOption& o : extra) {
-        std::string flag = std::string("-") + o.letter + ", --" + o.name;
+        std::string flag = (o.letter ? std::string("-") + o.letter + ", --" : std::string("    --")) + o.name;
         if (o.metavar) flag += std::string("=") + o.metavar;
         std::printf("  %-21s %s\n", flag.c_str(), o.help);
     }
@@ -105,7 +105,7 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
     // Line-buffered stdout: each narration line reaches a pipe or file at once,
     // in order with the messages on stderr.
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
-    enum { kTimeout = 256 };  // long-only option id, outside the char range
+    enum { kTimeout = 256, kLongOnly = 512 };  // long-only option ids, outside the char range: --timeout, the lesson's
 
     std::string shortopts = ":d:h";  // leading ':' reports a missing argument as ':'
     std::vector<option> longopts = {
@@ -125,10 +125,11 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
         longopts.push_back({"port", required_argument, nullptr, 'p'});
         longopts.push_back({"timeout", required_argument, nullptr, kTimeout});
     }
-    for (const ExtraOption& o : extra) {
-        shortopts += o.letter;
-        if (o.metavar) shortopts += ':';
-        longopts.push_back({o.name, o.metavar ? required_argument : no_argument, nullptr, o.letter});
+    for (size_t i = 0; i < extra.size(); ++i) {
+        const ExtraOption& o = extra[i];
+        if (o.letter) shortopts += std::string(1, o.letter) + (o.metavar ? ":" : "");
+        const int id = o.letter ? o.letter : kLongOnly + static_cast<int>(i);
+        longopts.push_back({o.name, o.metavar ? required_argument : no_argument, nullptr, id});
     }
     longopts.push_back({nullptr, 0, nullptr, 0});
 
@@ -161,10 +162,12 @@ Options parse_options(int argc, char** argv, const Usage& usage, std::span<const
             usage_error(msg);
         }
         default:
-            for (const ExtraOption& o : extra) {
-                if (c != o.letter) continue;
+            for (size_t i = 0; i < extra.size(); ++i) {
+                const ExtraOption& o = extra[i];
+                if (c != (o.letter ? o.letter : kLongOnly + static_cast<int>(i))) continue;
                 *o.value = o.metavar ? arg : "1";
-                opt.given_extras += o.letter;
+                if (o.letter) opt.given_extras += o.letter;
+                else opt.given_long.emplace_back(o.name);
             }
         }
     }

@@ -8,7 +8,7 @@
 # LAB_PAIR_DIR names one), with netem dropping that share of the client's
 # frames (guest b's egress: the data; the ACKs come back intact):
 #   - ./lesson17 -n COUNT (default 64) WRITEs of 64 KiB at path MTU 1024,
-#     once per ACK timeout exponent in ACKS (default "14 18": 67 ms, 1.07 s);
+#     once per ACK timeout exponent (-u) in ACKS (default "14 18": 67 ms, 1.07 s);
 #   - iperf3 -n COUNT x 64 KiB over TCP, the same bytes over the same cable.
 # It writes OUT_DIR/throughput.csv (loss_pct,proto,mib_s,seconds,extra) and
 # OUT_DIR/throughput.png (gnuplot). RUNS (default 1) repeats each point; the
@@ -43,15 +43,21 @@ trap 'rm -f "$log"' EXIT
 # so that every point crosses the same path).
 netem_for() { echo "loss $1%"; }
 
-# rdma LOSS ACK: one lesson 17 run with ACK timeout exponent ACK; its CSV
-# row, with the client's counters of resends in extra.
+# client_counter NAME: how far the client's port counter NAME moved, from
+# its line "[b] client: port counters that moved: rcvd_pkts +10 sent_pkts +594".
+client_counter() {
+  sed -n "s/^\[b\] client: port counters that moved: \(.* \)\{0,1\}$1 +\([0-9]*\).*/\2/p" "$log"
+}
+
+# rdma LOSS ACK: one lesson 17 run with ACK timeout exponent ACK (-u); its
+# CSV row, with the client's counters of resends in extra.
 rdma() {
   local line sent seq retry failed
   scripts/lab.sh pair --timeout 600 --netem-b "$(netem_for "$1")" --ready 'waiting for a client' \
-    --a './lesson17 --timeout 300' --b "./lesson17 --timeout 300 -a $2 -n $count 192.0.2.1" >"$log" 2>&1
-  sent=$(sed -n 's/^\[b\] client: counter sent_pkts +//p' "$log")
-  seq=$(sed -n 's/^\[b\] client: counter rcvd_seq_err +//p' "$log")
-  retry=$(sed -n 's/^\[b\] client: counter completer_retry_err +//p' "$log")
+    --a './lesson17 --timeout 300' --b "./lesson17 --timeout 300 -u $2 -n $count 192.0.2.1" >"$log" 2>&1
+  sent=$(client_counter sent_pkts)
+  seq=$(client_counter rcvd_seq_err)
+  retry=$(client_counter completer_retry_err)
   line=$(grep '^\[b\] result: ' "$log")
   if [[ -z $line ]]; then
     failed=$(sed -n 's/^\[b\] client: WRITE .* failed after \([0-9.]*\) s: status \([0-9]*\).*/\2 after \1 s/p' "$log")
@@ -59,12 +65,12 @@ rdma() {
       cat "$log" >&2
       return 1
     }
-    echo "$1,rdma_write_a$2,0,,failed: status $failed sent_pkts=${sent:-0} naks=${seq:-0} retries=${retry:-0}"
+    echo "$1,rdma_write_u$2,0,,failed: status $failed sent_pkts=${sent:-0} naks=${seq:-0} retries=${retry:-0}"
     return
   fi
   # "result: 64 WRITEs of 65536 bytes in 1.234 s: 3.4 MiB/s (28.5 Mbit/s)"
   awk -v loss="$1" -v ack="$2" -v sent="${sent:-0}" -v seq="${seq:-0}" -v retry="${retry:-0}" \
-    '{ print loss ",rdma_write_a" ack "," $(NF-3) "," $(NF-5) ",sent_pkts=" sent " naks=" seq " retries=" retry }' <<<"$line"
+    '{ print loss ",rdma_write_u" ack "," $(NF-3) "," $(NF-5) ",sent_pkts=" sent " naks=" seq " retries=" retry }' <<<"$line"
 }
 
 # tcp LOSS: iperf3 sends the same bytes; its receiver's rate in MiB/s.
@@ -103,8 +109,8 @@ median() {
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp" "$log"' EXIT
-median rdma_write_a14 >"$tmp/rdma14"
-median rdma_write_a18 >"$tmp/rdma18"
+median rdma_write_u14 >"$tmp/rdma14"
+median rdma_write_u18 >"$tmp/rdma18"
 median tcp_iperf3 >"$tmp/tcp"
 # Loss 0 cannot sit on a log axis: it is drawn at 0.001 %, labelled 0.
 (cd "$tmp" && gnuplot) <<'GP' && mv "$tmp/throughput.png" "$out/throughput.png"
@@ -119,8 +125,8 @@ set xlabel 'packets lost on the client''s egress (%, tc netem loss)'
 set ylabel 'MiB/s'
 set title 'lesson 17: 64 KiB RDMA WRITEs at path MTU 1024 (rxe, go-back-N) beside TCP (iperf3), two lab guests under TCG'
 zero(x) = x == 0 ? 0.001 : x
-plot 'rdma14' using (zero($1)):2 with linespoints lw 2 pt 7 title 'RDMA WRITE, ACK timeout 67 ms (-a 14)', \
-     'rdma18' using (zero($1)):2 with linespoints lw 2 pt 9 title 'RDMA WRITE, ACK timeout 1.07 s (-a 18)', \
+plot 'rdma14' using (zero($1)):2 with linespoints lw 2 pt 7 title 'RDMA WRITE, ACK timeout 67 ms (-u 14)', \
+     'rdma18' using (zero($1)):2 with linespoints lw 2 pt 9 title 'RDMA WRITE, ACK timeout 1.07 s (-u 18)', \
      'tcp' using (zero($1)):2 with linespoints lw 2 pt 5 title 'TCP (iperf3)'
 GP
 echo "lossy_sweep: $csv and $out/throughput.png"

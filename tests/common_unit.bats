@@ -75,6 +75,19 @@ args="
   assert_line "verbose=1"
 }
 
+@test "a long-only option has no letter: it is given by its name, listed without one, and named in errors" {
+  run --separate-stderr "$PROBE" --label=a -v --label ''
+  assert_success
+  assert_line "label="
+  assert_line "given=v" # the letters only
+  run --separate-stderr "$PROBE" -v
+  refute_line --partial "label="
+  run --separate-stderr "$PROBE" -h
+  assert_line --regexp "^      --label=TEXT +a long-only option: no letter \(default: none\)$"
+  run --separate-stderr "$PROBE" --label
+  assert_usage_error "option --label needs an argument"
+}
+
 @test "--timeout bounds the server's wait for its first client only when given" {
   run --separate-stderr "$PROBE"
   assert_line "accept_timeout_s=-1"

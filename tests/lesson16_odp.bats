@@ -58,7 +58,7 @@ start_fake_server() {
 
 @test "without ON_DEMAND the region is refused under the 64 KiB memlock limit; with it, it registers and pins nothing" {
   needs_odp
-  run --separate-stderr rx ./lesson16 -p "$PORT" --timeout 1 -s 65536
+  run --separate-stderr rx ./lesson16 -p "$PORT" --timeout 1 -s 67108864
   assert_failure 1 # no client came within 1 s
   assert_line "server: RLIMIT_MEMLOCK soft limit now 64 KiB, CAP_IPC_LOCK dropped (as for a user)"
   assert_line "server: ibv_reg_mr(65536 KiB, no ON_DEMAND) -> ENOMEM (Cannot allocate memory): pinning must fit under the limit"
@@ -91,27 +91,45 @@ start_fake_server() {
   ((BASH_REMATCH[1] >= 2048 && BASH_REMATCH[1] < 2048 + 512)) || fail "resident grew by ${BASH_REMATCH[1]} kB, not about 2048: $after"
 }
 
-@test "a client refuses a server that offers less than two whole pages" {
-  start_fake_server offer 16 0x7f0000001000 4096
-  run --separate-stderr rx ./lesson16 -p "$PORT" --timeout 10 127.0.0.1
-  assert_failure 1
-  assert_equal "${stderr_lines[0]}" "lesson16: the server offers 4096 bytes, not two halves of whole pages"
-  refute_output --partial "result:"
+@test "a client refuses what no lesson-16 server offers: too little, too much, odd pages, an address inside a page" {
+  # A server's -s: 131072..1073741824 bytes, a multiple of 8192, at a page's
+  # start. 0xffffe000 is 4 GiB less 8 KiB: two halves of whole pages, but
+  # not one a lesson-16 server offers (before the bound, the client set out
+  # to WRITE and READ 2 GiB of pages, each twice).
+  local offer
+  for offer in "0x7f0000001000 4096" "0x7f0000001000 0xffffe000" "0x7f0000001000 0x21000" "0x7f0000001800 131072"; do
+    # shellcheck disable=SC2086 # ADDR LENGTH: two words on purpose
+    start_fake_server offer 16 $offer
+    run --separate-stderr rx ./lesson16 -p "$PORT" --timeout 10 127.0.0.1
+    assert_failure 1
+    assert_equal "${stderr_lines[0]}" "lesson16: no lesson-16 server offers that: it offers 131072..1073741824 bytes, a multiple of 8192, at a page's start"
+    assert_line --regexp "^client: server QP 0x123 offers [0-9]+ bytes at 0x7f000000[0-9a-f]{4}, rkey 0x1234$"
+    refute_output --partial "result:"
+    wait_server 10
+  done
 }
 
 @test "-h states every default and the kernel the server needs" {
   run ./lesson16 -h
   assert_success
-  assert_line --partial "-s, --size=KIB        server: KiB of never-touched memory to expose, 128..1048576 (default: 4096)"
+  assert_line --partial "-s, --size=BYTES      server: bytes of never-touched memory to expose, a multiple of 8192,"
+  assert_line --partial "131072..1073741824 (default: 4194304 = 4 MiB)"
   assert_line --partial "(default: 18515)"
   assert_line --partial "LAB_KERNEL=trixie-backports"
   assert_line --partial "exits 1"
 }
 
-@test "misuse is one line on stderr and exit 2: -s out of range, -s on the client, two hosts" {
+@test "misuse is one line on stderr and exit 2: -s out of range or not whole pages, -s on the client, two hosts" {
   run --separate-stderr ./lesson16 -s 100
   assert_failure 2
-  assert_equal "$stderr" "lesson16: -s: '100' is out of range 128..1048576 (see lesson16 -h)"
+  assert_equal "$stderr" "lesson16: -s: '100' is out of range 131072..1073741824 (see lesson16 -h)"
+  # -s is in bytes (it was KiB): 4096 is 4 KiB, too small.
+  run --separate-stderr ./lesson16 -s 4096
+  assert_failure 2
+  assert_equal "$stderr" "lesson16: -s: '4096' is out of range 131072..1073741824 (see lesson16 -h)"
+  run --separate-stderr ./lesson16 -s 200000
+  assert_failure 2
+  assert_equal "$stderr" "lesson16: -s: '200000' is not a multiple of 8192 (two halves of whole pages) (see lesson16 -h)"
   run --separate-stderr ./lesson16 -s 8 127.0.0.1
   assert_failure 2
   assert_equal "$stderr" "lesson16: -s is a server option; the client uses what the server exposes (see lesson16 -h)"

@@ -76,9 +76,9 @@ recipe_makeflags() {
   run make -s --no-print-directory help
   assert_success
   local target
-  for target in $(sed -n 's/^#   make \([^ ]*\).*/\1/p' Makefile); do
+  while read -r target; do
     assert_line --partial "  make $target "
-  done
+  done < <(sed -n 's/^#   make \([^ ]*\).*/\1/p' Makefile)
   run make -n --no-print-directory
   refute_output --partial "make tour"
 }

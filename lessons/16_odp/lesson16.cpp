@@ -17,7 +17,7 @@
 //
 // Run it on one host (two terminals; rxe's loopback carries the RDMA):
 //     ./lesson16                   server: exposes 4 MiB it never touched
-//     ./lesson16 -s 65536          server: 64 MiB instead (-s is in KiB)
+//     ./lesson16 -s 67108864       server: 64 MiB instead (-s is in bytes)
 //     ./lesson16 127.0.0.1         client: WRITEs and READs it, twice, timed
 // On two hosts: ./lesson16 on host A, ./lesson16 A on host B. Both sides take
 // -d DEV -i PORT -g GID_INDEX -p TCP_PORT --timeout SECS (./lesson16 -h).
@@ -59,14 +59,15 @@
 namespace {
 
 constexpr uint16_t kLesson = 16;        // sent in the exchange: a lesson-16 client only talks to a lesson-16 server
-constexpr int64_t kDefaultKiB = 4096;   // the region the server exposes (-s): 4 MiB
-constexpr int64_t kMinKiB = 128;        // twice the memlock limit; two halves of 16 pages
-constexpr int64_t kMaxKiB = 1 << 20;    // 1 GiB: fits PeerInfo's 32-bit length
+constexpr uint32_t kPage = 4096;        // x86-64's page: what the kernel faults in, one at a time
+// The region the server exposes (-s), in bytes: two halves of whole pages.
+constexpr int64_t kDefaultBytes = 4 << 20;  // 4 MiB
+constexpr int64_t kMinBytes = 128 << 10;    // twice the memlock limit; two halves of 16 pages
+constexpr int64_t kMaxBytes = 1 << 30;      // 1 GiB: fits PeerInfo's 32-bit length
 constexpr rlim_t kMemlockLimit = 64 << 10;  // 64 KiB: the soft RLIMIT_MEMLOCK the server sets for itself
 // 1.5 GiB: an ODP MR larger than the lab guest's memory (0.94 GiB). Not
 // 2 GiB: rxe (7.3) refuses ODP MRs of 2 GiB and more with EINVAL.
 constexpr size_t kHugeBytes = 1536ull << 20;
-constexpr uint32_t kPage = 4096;        // x86-64's page: what the kernel faults in, one at a time
 // One WRITE or READ per page, of one packet at the lab's path MTU (1024),
 // at the page's start. Not more: on rxe 7.3.4 every packet of a longer
 // WRITE into an ODP MR lands at the start of its page (docs/lesson16-odp.md).
@@ -114,16 +115,6 @@ void drop_ipc_lock() {
     CHECK_ERRNO(syscall(SYS_capset, &hdr, data));
 }
 
-// A port counter of rxe's (hw_counters, what `rdma statistic` shows): here,
-// how often our QP resent a request whose answer did not come in time.
-long port_counter(const ibv_context* ctx, int port, const char* name) {
-    std::ifstream f(std::string("/sys/class/infiniband/") + ibv_get_device_name(ctx->device) + "/ports/" +
-                    std::to_string(port) + "/hw_counters/" + name);
-    long v = -1;
-    f >> v;
-    return v;
-}
-
 double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -149,19 +140,20 @@ double one(ibv_qp* qp, ibv_cq* cq, const ibv_mr* mr, ibv_wr_opcode op, uint64_t 
 }
 
 // The median of some timings: the typical page, unmoved by the odd resend
-// (67 ms) or a busy host.
+// (67 ms) or a busy host. At least 1 us, the resolution printed, so that a
+// ratio of two medians is always a number.
 double median(std::vector<double> v) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
+    return std::max(v[v.size() / 2], 1.0);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string kib_text;
+    std::string size_text;
     const wb::ExtraOption extra[] = {
-        {'s', "size", "KIB", "server: KiB of never-touched memory to expose, 128..1048576 (default: 4096)",
-         &kib_text},
+        {'s', "size", "BYTES", "server: bytes of never-touched memory to expose, a multiple of 8192,\n"
+                               "                        131072..1073741824 (default: 4194304 = 4 MiB)", &size_text},
     };
     const wb::Usage usage = {
         .synopsis = "[options]        server: expose memory it never touched, registered on demand\n"
@@ -174,8 +166,9 @@ int main(int argc, char** argv) {
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most one argument (HOST), got " + std::to_string(opt.args.size()));
     if (!is_server && opt.given('s')) wb::usage_error("-s is a server option; the client uses what the server exposes");
-    const size_t kib = opt.given('s') ? wb::parse_range(kib_text, "-s", kMinKiB, kMaxKiB) : kDefaultKiB;
-    const size_t region = kib / 8 * 8 << 10;  // whole pages, an even number of them
+    const size_t region = opt.given('s') ? wb::parse_range(size_text, "-s", kMinBytes, kMaxBytes) : kDefaultBytes;
+    if (region % (2 * kPage) != 0)  // two halves of whole pages
+        wb::usage_error("-s: '" + size_text + "' is not a multiple of " + std::to_string(2 * kPage) + " (two halves of whole pages)");
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);
@@ -311,11 +304,15 @@ int main(int argc, char** argv) {
     const wb::PeerInfo peer = wb::exchange(conn, wb::local_info(kLesson, qp.get(), psn, addr), opt.timeout_s);
     std::printf("client: server QP 0x%x offers %u bytes at 0x%llx, rkey 0x%x\n", peer.qp_num, peer.length,
                 static_cast<unsigned long long>(peer.addr), peer.rkey);
-    // Two halves of whole pages, or nothing: never trust the peer's numbers.
-    const uint32_t half = peer.length / 2 / kPage * kPage;
-    if (peer.addr % kPage != 0 || half == 0)
-        wb::fail("the server offers " + std::to_string(peer.length) + " bytes, not two halves of whole pages",
+    // Never trust the peer's numbers (exchange() refused a length without an
+    // address, or one that wraps): a lesson-16 server offers what its -s
+    // allows (kMinBytes..kMaxBytes, two halves of whole pages), at a page's start.
+    if (peer.length < kMinBytes || peer.length > kMaxBytes || peer.length % (2 * kPage) != 0 || peer.addr % kPage != 0)
+        wb::fail("no lesson-16 server offers that: it offers " + std::to_string(kMinBytes) + ".." +
+                     std::to_string(kMaxBytes) + " bytes, a multiple of " + std::to_string(2 * kPage) +
+                     ", at a page's start",
                  "is the server a lesson-16 server of this workbook?");
+    const uint32_t half = peer.length / 2;
 
     // 5. Lesson 3's transitions. The server may do nothing to our memory.
     wb::qp_to_init(qp.get(), addr, 0);
@@ -330,7 +327,10 @@ int main(int argc, char** argv) {
     for (int op = 0; op < 2; ++op) {
         const ibv_wr_opcode opcode = op == 0 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
         std::vector<double> first, again;
-        const long resent0 = port_counter(ctx.get(), addr.port, "completer_retry_err");
+        // rxe's port counters (hw_counters, what `rdma statistic` shows):
+        // completer_retry_err is how often our QP resent a request whose
+        // answer did not come in time.
+        const wb::PortCounters counters(ctx.get(), addr.port);
         for (uint32_t off = 0; off < half; off += kPage) {
             const uint64_t page = peer.addr + op * half + off;
             first.push_back(one(qp.get(), cq.get(), mr.get(), opcode, page, peer.rkey, opt, conn));
@@ -338,9 +338,9 @@ int main(int argc, char** argv) {
         }
         med[op][0] = median(first);
         med[op][1] = median(again);
-        std::printf("client: %-5s %u pages: median %4.0f us first touch, %4.0f us again (%.1fx); %ld resent\n",
+        std::printf("client: %-5s %u pages: median %4.0f us first touch, %4.0f us again (%.1fx); %llu resent\n",
                     op == 0 ? "WRITE" : "READ", half / kPage, med[op][0], med[op][1], med[op][0] / med[op][1],
-                    port_counter(ctx.get(), addr.port, "completer_retry_err") - resent0);
+                    static_cast<unsigned long long>(counters.moved("completer_retry_err")));
     }
     // Never-touched anonymous memory reads as zeros, whoever reads it first.
     size_t zeros = 0;

@@ -11,8 +11,8 @@
 //   - the requester, on that NAK, resends from that PSN on: every packet
 //     after the lost one travels again;
 //   - when nothing comes back at all (the last packet, or its ACK, was lost)
-//     the requester waits its ACK timeout (-a) and resends; after retry_cnt
-//     (-r) resends with no progress it gives up: the WRITE completes with
+//     the requester waits its ACK timeout (-u) and resends; after retry_cnt
+//     (--retry) resends with no progress it gives up: the WRITE completes with
 //     IBV_WC_RETRY_EXC_ERR (status 12) and the QP is in the error state.
 // Both sides print the port counters that moved (hw_counters), which is how
 // you see, on a real deployment, that the fabric drops packets.
@@ -41,12 +41,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -69,43 +65,10 @@ constexpr uint32_t kDepth = 8;                // WRITEs in flight at most (the s
 constexpr int64_t kDefaultAckTimeout = 14;    // 4.096 us * 2^14 = 67 ms
 constexpr int64_t kDefaultRetry = 6;          // 6 resends, 7 tries; 7 would mean "for ever" on rxe (lesson 3)
 
-// Port counters, by name, from /sys/class/infiniband/DEV/ports/PORT/hw_counters:
-// the same numbers `rdma statistic` prints. rxe counts per device, so on one
-// host the client and the server see each other's packets too.
-using Counters = std::map<std::string, uint64_t>;
-
-Counters read_counters(const char* dev, int port) {
-    // The kernel keeps hw_counters for 10 ms (RDMA_HW_STATS_DEFAULT_LIFESPAN):
-    // a read sooner gets the last values (seen: a WRITE failed in 6 ms and no
-    // counter moved). So each read comes 50 ms or more after the one before.
-    static Clock::time_point last{};
-    std::this_thread::sleep_until(last + std::chrono::milliseconds(50));
-    Counters c;
-    const std::string dir = std::string("/sys/class/infiniband/") + dev + "/ports/" + std::to_string(port) +
-                            "/hw_counters";
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-        std::ifstream in(entry.path());
-        uint64_t value = 0;
-        if (in >> value) c[entry.path().filename().string()] = value;
-    }
-    last = Clock::now();
-    return c;
-}
-
-// "client: counter rcvd_seq_err +3", one line per counter that moved.
-void print_counter_changes(const char* who, const Counters& before, const Counters& after) {
-    for (const auto& [name, value] : after) {
-        const auto it = before.find(name);
-        const uint64_t was = it == before.end() ? 0 : it->second;
-        if (value != was) std::printf("%s: counter %s +%llu\n", who, name.c_str(), static_cast<unsigned long long>(value - was));
-    }
-}
-
 // -m's bytes as the verbs' enum: IBV_MTU_256 (1) .. IBV_MTU_4096 (5).
 ibv_mtu mtu_enum(int64_t bytes) {
-    for (int e = IBV_MTU_256; e <= IBV_MTU_4096; ++e)
-        if (bytes == (128 << e)) return static_cast<ibv_mtu>(e);
+    for (const ibv_mtu e : {IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096})
+        if (bytes == wb::mtu_bytes(e)) return e;
     wb::usage_error("-m takes a path MTU of 256, 512, 1024, 2048 or 4096 bytes, not " + std::to_string(bytes));
 }
 
@@ -118,9 +81,9 @@ int main(int argc, char** argv) {
         {'s', "size", "BYTES", "bytes per WRITE; the server's buffer, 1..16777216 (default: 65536)", &size_text},
         {'m', "mtu", "BYTES", "largest path MTU to use: 256, 512, 1024, 2048, 4096 (default: 1024;\n"
                               "                        both sides' -m and active MTUs: the smallest wins)", &mtu_text},
-        {'a', "ack-timeout", "EXP", "client: ACK timeout 4.096 us * 2^EXP, 1..31 (default: 14 = 67 ms)", &ack_text},
-        {'r', "retry", "N", "client: retry_cnt, resends one WRITE may need, 0..7 (default: 6;\n"
-                            "                        7 = for ever on rxe)", &retry_text},
+        {'u', "ack-timeout", "EXP", "client: ACK timeout 4.096 us * 2^EXP, 1..31 (default: 14 = 67 ms)", &ack_text},
+        {0, "retry", "N", "client: retry_cnt, resends one WRITE may need, 0..7 (default: 6;\n"
+                          "                        7 = for ever on rxe)", &retry_text},
     };
     const wb::Usage usage = {
         .synopsis = "[options]         server: offer a buffer, report what the stream did\n"
@@ -131,20 +94,19 @@ int main(int argc, char** argv) {
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
     if (opt.args.size() > 1) wb::usage_error("expected at most HOST, got " + std::to_string(opt.args.size()) + " arguments");
-    for (const char letter : {'n', 'a', 'r'})
+    for (const char letter : {'n', 'u'})
         if (is_server && opt.given(letter)) wb::usage_error(std::string("-") + letter + " is a client option");
+    if (is_server && opt.given("retry")) wb::usage_error("--retry is a client option");
     const uint32_t count = static_cast<uint32_t>(opt.given('n') ? wb::parse_range(count_text, "-n", 1, 100000) : kDefaultCount);
     const uint32_t size = static_cast<uint32_t>(opt.given('s') ? wb::parse_range(size_text, "-s", 1, kMaxSize) : kDefaultSize);
     const ibv_mtu max_mtu = mtu_enum(opt.given('m') ? wb::parse_i64(mtu_text, "-m") : 1024);
-    const uint8_t ack_timeout = static_cast<uint8_t>(opt.given('a') ? wb::parse_range(ack_text, "-a", 1, 31) : kDefaultAckTimeout);
-    const uint8_t retry = static_cast<uint8_t>(opt.given('r') ? wb::parse_range(retry_text, "-r", 0, 7) : kDefaultRetry);
-    const char* who = is_server ? "server" : "client";
+    const uint8_t ack_timeout = static_cast<uint8_t>(opt.given('u') ? wb::parse_range(ack_text, "-u", 1, 31) : kDefaultAckTimeout);
+    const uint8_t retry = static_cast<uint8_t>(opt.given("retry") ? wb::parse_range(retry_text, "--retry", 0, 7) : kDefaultRetry);
 
     // 1. Device, port and address (lesson 1's walk, done by common/device.cpp).
     wb::Context ctx = wb::open_device(opt.device);
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
     wb::print_address(ibv_get_device_name(ctx->device), addr);
-    const char* dev = ibv_get_device_name(ctx->device);
 
     // 2. PD, CQ and QP, in creation order (reverse destruction: lesson 2).
     //    The client keeps up to kDepth WRITEs in flight, each signaled: the
@@ -190,9 +152,18 @@ int main(int argc, char** argv) {
         conn = wb::connect_to(opt.args[0], opt.tcp_port, opt.timeout_s);
     }
     const wb::PeerInfo peer = wb::exchange(conn, mine, opt.timeout_s);
-    if (!is_server && (peer.addr == 0 || size > peer.length))
-        wb::result_error("the server offers " + std::to_string(peer.length) + " bytes, a WRITE here is " +
-                         std::to_string(size) + ": give both sides the same -s");
+    // Never trust the peer's numbers (exchange() refused a length without an
+    // address, or one that wraps): a lesson-17 server offers its -s bytes,
+    // 1..kMaxSize, and our WRITEs must fill exactly that (it checks each byte).
+    if (!is_server) {
+        if (peer.length == 0 || peer.length > kMaxSize)
+            wb::fail("the server offers " + std::to_string(peer.length) + " bytes: no lesson-17 server does (1.." +
+                         std::to_string(kMaxSize) + ")",
+                     "is the server a lesson-17 server of this workbook?");
+        if (peer.length != size)
+            wb::result_error("the server offers " + std::to_string(peer.length) + " bytes, a WRITE here is " +
+                             std::to_string(size) + ": give both sides the same -s");
+    }
 
     // 6. INIT -> RTR: the path MTU is set here, and it is what turns one
     //    WRITE into packets: 64 KiB at 1024 bytes is 64 packets, 64 PSNs.
@@ -206,7 +177,7 @@ int main(int argc, char** argv) {
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
     CHECK_RC(ibv_query_qp(qp.get(), &attr, IBV_QP_PATH_MTU, &init));
-    const uint32_t mtu_bytes = 128u << attr.path_mtu;
+    const uint32_t mtu_bytes = static_cast<uint32_t>(wb::mtu_bytes(attr.path_mtu));
     const uint32_t packets = (size + mtu_bytes - 1) / mtu_bytes;
 
     // 7. RTR -> RTS: the two knobs of this lesson, by hand (lesson 3 explains
@@ -215,7 +186,7 @@ int main(int argc, char** argv) {
     //    (0 would mean "wait for ever"). When it expires the requester
     //    resends from that packet on; `retry_cnt` is how many times it may
     //    do so before the WRITE fails with IBV_WC_RETRY_EXC_ERR. A resend a
-    //    NAK starts counts too (-r 0 fails on the first NAK). rxe gives the
+    //    NAK starts counts too (--retry 0 fails on the first NAK). rxe gives the
     //    count back when the oldest WRITE completes (rxe_comp.c), so a lossy
     //    but live cable costs time, not errors, until one WRITE meets
     //    retry_cnt + 1 NAKs or timeouts.
@@ -226,15 +197,18 @@ int main(int argc, char** argv) {
             .qp_state = IBV_QPS_RTS,
             .sq_psn = psn,         // our first PSN, as told to the server
             .max_rd_atomic = 1,    // no READs or atomics here; 1 is the usual minimum
-            .timeout = ack_timeout,  // -a: ACK timeout exponent, 4.096 us * 2^timeout
-            .retry_cnt = retry,      // -r: resends one WRITE may need (3 bits, 0..7; 7 = for ever on rxe)
+            .timeout = ack_timeout,  // -u: ACK timeout exponent, 4.096 us * 2^timeout
+            .retry_cnt = retry,      // --retry: resends one WRITE may need (3 bits, 0..7; 7 = for ever on rxe)
             .rnr_retry = 7,          // RNR NAKs cannot happen: a WRITE consumes no receive
         };
         CHECK_RC(ibv_modify_qp(qp.get(), &rts,
                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT |
                                    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY));
     }
-    const Counters before = read_counters(dev, addr.port);
+    // The port counters now (hw_counters, what `rdma statistic` shows); each
+    // side prints the ones that moved. rxe counts per device, so on one host
+    // the client and the server see each other's packets too.
+    const wb::PortCounters counters(ctx.get(), addr.port);
 
     if (is_server) {
         wb::send_token(conn, "RTR!");  // our QP is past RTR: the client may write (lesson 4, step 8)
@@ -242,11 +216,9 @@ int main(int argc, char** argv) {
                     peer.qp_num, mtu_bytes);
         // 8. The WRITEs are silent here (no receive, no completion: lesson 5).
         //    The client says DONE on the TCP connection when its last WRITE
-        //    completed, or closes it when it gave up.
-        uint8_t token[4] = {};
-        const bool done = wb::recv_exact(conn, token, opt.timeout_s) && std::memcmp(token, "DONE", 4) == 0;
-        print_counter_changes(who, before, read_counters(dev, addr.port));
-        if (!done) wb::result_error("the client closed the connection before it said DONE: see its output");
+        //    completed, or closes it when it gave up (then its output says why).
+        wb::expect_token(conn, "DONE", opt.timeout_s);
+        std::printf("server: port counters that moved: %s\n", counters.moved_list().c_str());
         // 9. Every byte of the buffer is the client's pattern: its last WRITE
         //    landed whole, whatever was lost and resent on the way.
         const auto* bytes = reinterpret_cast<const uint8_t*>(buf.get());
@@ -289,8 +261,7 @@ int main(int argc, char** argv) {
             ++sent;
         }
         ibv_wc wc[kDepth];
-        const int n = ibv_poll_cq(cq.get(), kDepth, wc);
-        if (n < 0) wb::fail("ibv_poll_cq(cq.get(), kDepth, wc) failed: returned " + std::to_string(n));
+        const int n = CHECK_POLL(ibv_poll_cq(cq.get(), kDepth, wc));
         for (int i = 0; i < n; ++i) {
             if (wc[i].status != IBV_WC_SUCCESS) {
                 // 9. The first failed completion is the cause; the WRITEs
@@ -299,13 +270,13 @@ int main(int argc, char** argv) {
                 std::printf("client: WRITE %llu of %u failed after %.3f s: status %d (%s, %s)\n",
                             static_cast<unsigned long long>(wc[i].wr_id), count, waited, wc[i].status,
                             wb::wc_status_name(wc[i].status), ibv_wc_status_str(wc[i].status));
-                print_counter_changes(who, before, read_counters(dev, addr.port));
+                std::printf("client: port counters that moved: %s\n", counters.moved_list().c_str());
                 if (wc[i].status == IBV_WC_RETRY_EXC_ERR)
                     wb::fail("retry_cnt " + std::to_string(retry) + ": " + std::to_string(retry + 1) +
                                  (retry == 0 ? " NAK or ACK timeout" : " NAKs or ACK timeouts") +
                                  " before the WRITE completed, one more than the resends allowed; the requester gave up",
                              "is the cable losing packets (tc qdisc show dev eth0, on both sides)? is the server "
-                             "alive? -r (retry_cnt) and -a (ACK timeout) trade recovery time against false "
+                             "alive? --retry (retry_cnt) and -u (ACK timeout) trade recovery time against false "
                              "failures: docs/lesson17-lossy-wire.md");
                 wb::check_wc(wc[i], "an RDMA WRITE of the stream");
             }
@@ -315,14 +286,14 @@ int main(int argc, char** argv) {
         if (n == 0 && Clock::now() - last_progress > std::chrono::seconds(opt.timeout_s))
             wb::fail("no completion for " + std::to_string(opt.timeout_s) + " s (" + std::to_string(done) + " of " +
                          std::to_string(count) + " WRITEs done)",
-                     "with retry_cnt 7 rxe resends for ever: give -r 6 or less");
+                     "with retry_cnt 7 rxe resends for ever: give --retry 6 or less");
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     wb::send_token(conn, "DONE");  // the last WRITE is acknowledged: the server may look
 
     // 10. The throughput: bytes acknowledged over the time from the first
     //     post to the last completion (perftest's definition, lesson 11).
-    print_counter_changes(who, before, read_counters(dev, addr.port));
+    std::printf("client: port counters that moved: %s\n", counters.moved_list().c_str());
     const double bytes = static_cast<double>(count) * size;
     std::printf("result: %u WRITEs of %u bytes in %.3f s: %.1f MiB/s (%.1f Mbit/s)\n", count, size, secs,
                 bytes / secs / (1 << 20), bytes * 8 / secs / 1e6);

@@ -11,7 +11,7 @@
 // It has options of its own, as a lesson would: -n/--count N (a number
 // that may be negative, parsed with parse_range), -v/--verbose (a flag), and
 // -k/--key K (a key in hex or decimal, parsed with parse_hex; -b/--bits W
-// its width, default 32).
+// its width, default 32), and --label TEXT, an option with no letter.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -22,12 +22,13 @@ int main(int argc, char** argv) {
     const char* no_network = std::getenv("PROBE_NO_NETWORK");
     const char* no_port_gid = std::getenv("PROBE_NO_PORT_GID");
     const std::string why = no_port_gid ? no_port_gid : "";
-    std::string count, verbose, key, bits;
+    std::string count, verbose, key, bits, label;
     const wb::ExtraOption extra[] = {
         {'n', "count", "N", "a count, -100..100 (default: 1)", &count},
         {'v', "verbose", nullptr, "say more (default: off)", &verbose},
         {'k', "key", "K", "a key, 0x hex or decimal (default: none)", &key},
         {'b', "bits", "W", "the key's width in bits, 1..64 (default: 32)", &bits},
+        {0, "label", "TEXT", "a long-only option: no letter (default: none)", &label},
     };
     wb::Usage usage{
         .synopsis = "[options] [HOST] [-- NUMBERS...]",
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
         std::printf("key=0x%llx\n", static_cast<unsigned long long>(wb::parse_hex(key, "-k", width)));
     }
     if (!opt.given_extras.empty()) std::printf("given=%s\n", opt.given_extras.c_str());
+    if (opt.given("label")) std::printf("label=%s\n", label.c_str());
     std::string args;
     for (const std::string& a : opt.args) args += "[" + a + "]";
     std::printf("args=%s\n", args.c_str());

@@ -1,4 +1,4 @@
-# Grader of exercise 17.1: -b MS picks the ACK timeout from a time budget, and a dead peer fails a WRITE within it.
+# Grader of exercise 17.1: --budget MS picks the ACK timeout from a time budget, and a dead peer fails a WRITE within it.
 # shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
 HINT="the smallest exponent e (1..31) with (retry + 1) * 4.096 us * 2^e >= MS; then print 'client: a dead peer fails a WRITE after about X ms ((R + 1) x T ms)' before the stream"
 
@@ -11,11 +11,11 @@ grade() {
     ex_fail "the server to say 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
     return
   }
-  ex_run "$1" -p "$EX_PORT" --timeout 20 -b 500 -n 2 127.0.0.1
+  ex_run "$1" -p "$EX_PORT" --timeout 20 --budget 500 -n 2 127.0.0.1
   ex_wait_server
   line=$(ex_line "$EX_OUT" '^client: server QP ')
   [[ $line == *"ACK timeout 134.2 ms, retry_cnt 6" ]] || {
-    ex_fail "with -b 500: 'ACK timeout 134.2 ms, retry_cnt 6' (exponent 15: 7 x 67.1 ms is only 469.8 ms)" \
+    ex_fail "with --budget 500: 'ACK timeout 134.2 ms, retry_cnt 6' (exponent 15: 7 x 67.1 ms is only 469.8 ms)" \
       "${line:-no 'client: server QP' line}: $(ex_tail "$EX_OUT")"
     return
   }
@@ -29,14 +29,14 @@ grade() {
     return
   }
 
-  # 2. -b 50 -r 2: 3 x 16.8 ms (2^12). The server dies in the middle of a long
+  # 2. --budget 50 --retry 2: 3 x 16.8 ms (2^12). The server dies in the middle of a long
   # stream: the WRITE in flight fails with IBV_WC_RETRY_EXC_ERR (12).
   ex_server "$1" -p "$((EX_PORT + 1))" --timeout 20
   ex_wait_line "$EX_SERVER_OUT" "waiting for a client" || {
     ex_fail "the server to say 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
     return
   }
-  timeout 30 "${EX_RX[@]}" "$1" -p "$((EX_PORT + 1))" --timeout 20 -b 50 -r 2 -n 100000 127.0.0.1 >"$EX_OUT" 2>&1 &
+  timeout 30 "${EX_RX[@]}" "$1" -p "$((EX_PORT + 1))" --timeout 20 --budget 50 --retry 2 -n 100000 127.0.0.1 >"$EX_OUT" 2>&1 &
   pid=$!
   ex_wait_line "$EX_OUT" "client: streaming" || {
     kill "$pid" 2>/dev/null
@@ -49,7 +49,7 @@ grade() {
   wait "$pid" || EX_STATUS=$?
   line="client: a dead peer fails a WRITE after about 50.3 ms ((2 + 1) x 16.8 ms)"
   grep -qxF -- "$line" "$EX_OUT" || {
-    ex_fail "with -b 50 -r 2 the client prints: $line" "$(ex_line "$EX_OUT" 'dead peer|ACK timeout' || echo 'no such line')"
+    ex_fail "with --budget 50 --retry 2 the client prints: $line" "$(ex_line "$EX_OUT" 'dead peer|ACK timeout' || echo 'no such line')"
     return
   }
   line=$(ex_line "$EX_OUT" '^client: WRITE [0-9]+ of 100000 failed after ')
@@ -63,7 +63,7 @@ grade() {
   waited=$(sed -n 's/.* failed after \([0-9.]*\) s: status 12 .*/\1/p' <<<"$line")
   [[ -z $waited ]] || echo "grade: the dead server was noticed $waited s after the failed WRITE was posted (the promise: about 0.05 s)"
 
-  # 3. -a and -b together are misuse.
-  ex_run "$1" -p "$((EX_PORT + 2))" -a 14 -b 500 127.0.0.1
-  ((EX_STATUS == 2)) || ex_fail "-a 14 -b 500: misuse, exit 2" "exit $EX_STATUS: $(ex_tail "$EX_OUT")"
+  # 3. -u and --budget together are misuse.
+  ex_run "$1" -p "$((EX_PORT + 2))" -u 14 --budget 500 127.0.0.1
+  ((EX_STATUS == 2)) || ex_fail "-u 14 --budget 500: misuse, exit 2" "exit $EX_STATUS: $(ex_tail "$EX_OUT")"
 }

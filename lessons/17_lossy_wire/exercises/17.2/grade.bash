@@ -48,7 +48,7 @@ grade() {
     ex_fail "the server to say 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
     return
   }
-  timeout 30 "${EX_RX[@]}" "$1" -p "$((EX_PORT + 3))" --timeout 20 -Q 8 -r 1 -n 100000 127.0.0.1 >"$EX_OUT" 2>&1 &
+  timeout 30 "${EX_RX[@]}" "$1" -p "$((EX_PORT + 3))" --timeout 20 -Q 8 --retry 1 -n 100000 127.0.0.1 >"$EX_OUT" 2>&1 &
   pid=$!
   ex_wait_line "$EX_OUT" "client: streaming" || {
     kill "$pid" 2>/dev/null
