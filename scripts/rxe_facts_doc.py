@@ -77,9 +77,10 @@ def main(folder):
     p('  "RDMA/rxe: Fix incorrect responder length checking"). The test names both')
     p('  answers ([lesson 10](lesson10-failures.md#mtu-a-path-mtu-larger-than-the-link)).')
     p('- **the RNR wait with retry_cnt 6**: on 6.1 the ACK timer fires while a lone')
-    p('  SEND waits out RNR NAKs and spends retry_cnt each time: status 12 after')
-    p('  0.57 to 0.72 s on a quiet machine (lesson 4\'s runs, and the run in the')
-    p('  table above), 1.2 s on a loaded one. On 6.12 and 7.3 the RNR')
+    p('  SEND waits out RNR NAKs and spends retry_cnt each time')
+    p('  ([how rxe spends retry_cnt](#how-rxe-spends-retry_cnt)): status 12 after')
+    p('  retry_cnt + 1 = 7 firings, 0.57 to 0.72 s on a quiet machine (lesson 4\'s')
+    p('  runs, and the run in the table above), 1.2 s on a loaded one. On 6.12 and 7.3 the RNR')
     p('  resends keep the timer from firing while they are on time: on a quiet host')
     p('  (2026-12-02, load below 1) completer_retry_err stayed +0 in 8 s and the')
     p('  SEND kept waiting, as rnr_retry 7 promises; at load 11 to 15 (2026-12-01)')
@@ -91,13 +92,22 @@ def main(folder):
     p('  raise none in any scenario. Lesson 10\'s test names each kernel\'s line.')
     p('- **atomic write, flush** arrived in rxe in 6.2, **ODP** in 6.15: lesson 15\'s')
     p('  probe and its test name each kernel\'s count.')
-    p('- **lesson 11\'s busy polling** is 4 to 5 times slower on 6.12 and 7.3 than on')
+    p('- **the RNR resend interval** (the table\'s row: lesson 10\'s `rnr-wait`')
+    p('  below, its RNR NAKs counted over one wait) is far above the 0.64 ms that')
+    p('  min_rnr_timer 12 asks for: rxe sets that timer in jiffies, the kernel\'s')
+    p('  timer ticks (`rnrnak_jiffies()` in rxe_comp.c: at least one, 4 ms at')
+    p('  HZ=250), and each round adds a resend and an RNR NAK under TCG.')
+    p(f'- **lesson 11\'s busy polling** is {ratios(seen, kernels, "busy")} times slower on 6.12 and 7.3 than on')
     p('  6.1 (the load is beside the numbers; both sides have a vCPU each, as in')
-    p('  `make bench`). 6.1\'s rxe does a QP\'s packet work in tasklets, run in the')
+    p('  `make bench`). 6.1\'s rxe does a QP\'s packet work in tasklets')
+    p('  ([glossary](concepts.md#glossary)), run in the')
     p('  softirq of the CPU that posted or received; later kernels queue it to a')
     p('  workqueue (`rxe_wq`, rxe_task.c), whose kworker must first get a CPU, and')
     p('  both are held by the busy pollers. On completion events the pollers sleep')
-    p('  and the kworker runs at once: there 6.12 and 7.3 are within 1.5 times 6.1.')
+    p(f'  and the kworker runs at once: there 6.12 and 7.3 take {ratios(seen, kernels, "events")} times 6.1\'s.')
+    p()
+    for line in RETRY_CNT:
+        p(line)
     p()
     p('## The probe: features and limits (`./lesson15_probe`)')
     p()
@@ -149,6 +159,61 @@ def main(folder):
             p()
 
 
+# How rxe's completer spends retry_cnt: read in rxe_comp.c (6.1), where
+# lessons 4, 10 and 17 meet it. Not measured here, so not a table row.
+RETRY_CNT = '''## How rxe spends retry_cnt
+
+Read in rxe's completer, `rxe_comp.c` (6.1): the part of rxe that reads
+the ACKs and NAKs, runs the ACK timer and writes the send completions.
+Lessons 4, 10 and 17 meet each rule below.
+
+- **One `retry_cnt` per resend it starts.** The completer starts a resend
+  (go back to the oldest unacknowledged PSN and send everything again) when
+  the ACK timer fires (`timeout`: 67 ms at 14), or when a NAK "PSN sequence
+  error" arrives and no resend is under way. Each spends one `retry_cnt`
+  (`completer_retry_err` counts them); when none is left, the request
+  completes with status 12. A `retry_cnt` of 7 is never counted down.
+- **Given back at an ACK.** The count, and the "resend under way" mark,
+  come back whole when an ACK (or a READ or atomic response) arrives
+  (`reset_retry_counters()`). A WRITE of
+  many packets asks for an ACK only at its end, so within one WRITE
+  nothing is given back.
+- **A NAK during a resend is not acted on.** A second sequence-error NAK
+  before the next ACK starts nothing and spends nothing: the next resend
+  waits for the ACK timer (lesson 17's capture shows one, 75 ms later).
+- **Every answer but an RNR NAK pushes the ACK timer back.** Each time
+  the completer has handled a packet and requests are still outstanding,
+  it re-arms the timer for a whole `timeout`. An RNR NAK skips that step:
+  it spends `rnr_retry`, not `retry_cnt`, and leaves the timer running.
+  So a lone SEND that waits out RNR NAKs meets the timer every 67 ms and
+  spends `retry_cnt` each time (status 12 on 6.1, above); with a second
+  SEND queued behind it, each RNR round also draws a sequence-error NAK
+  for that second SEND, which is not acted on but re-arms the timer, so
+  the timer never fires (`completer_retry_err` +1 in 8 s: lesson 4).'''.split('\n')
+
+
+def ratios(seen, kernels, which):
+    """'A to B': the other kernels' lesson 11 latency over bookworm's, or '?'."""
+    def typical(k):
+        for line in seen[k].get('lesson11', []):
+            m = re.match(rf'^{which}: result: send lat 2 B: typical (\S+) us', line)
+            if m:
+                return float(m.group(1))
+        return None
+    base = typical('bookworm') if 'bookworm' in kernels else None
+    others = [typical(k) for k in kernels if k != 'bookworm']
+    if not base or not others or None in others:
+        return '?'
+    low, high = min(others) / base, max(others) / base
+    return f'{low:.1f} to {high:.1f}'
+
+
+def rnr_interval(m):
+    """'8.0 ms (126 in 1.01 s)' from rnr-wait's 'T s and N RNR NAKs with min_rnr_timer 12'."""
+    seconds, naks = float(m.group(1)), int(m.group(2))
+    return f'{1000 * seconds / naks:.1f} ms ({naks} in {m.group(1)} s)' if naks else '?'
+
+
 def events(lines):
     """'none', or 'SCENARIO SIDE: EVENT' for each async event lesson 10's scenarios printed."""
     if not lines:
@@ -196,6 +261,10 @@ def summary(seen, kernels, features, results, limits):
          lambda k: grab(k, 'rnr', r'(first error .*|no error within the wait)',
                         lambda m: 'waits, no error' if m.group(1).startswith('no error')
                         else re.sub(r'first error (.*) \((\d+)\) at (\S+) s', r'status \2 (\1) at \3 s', m.group(1)))),
+        ('SEND to a QP that never answers, retry_cnt 6 (lesson 10 `retry`: 7 tries x 67 ms predict 0.47 s)',
+         lambda k: grab(k, 'lesson10', r'^retry: result: .*it took (\S+ s)')),
+        ('RNR resend interval, min_rnr_timer 12 = 0.64 ms (lesson 10 `rnr-wait`: RNR NAKs in one wait)',
+         lambda k: grab(k, 'lesson10', r'^rnr-wait: result: .*: (\S+) s and (\d+) RNR NAKs with min_rnr_timer 12', rnr_interval)),
         ('READ across a type 2 window\'s end', lambda k: wc(grab(k, 'window', r'READ of 16 bytes across .*: (.*)'))),
         ('WRITE across a type 2 window\'s end', lambda k: wc(grab(k, 'window', r'WRITE of 16 bytes across .*: (.*)'))),
         ('READ before a window\'s start', lambda k: wc(grab(k, 'window', r'READ of 16 bytes before .*: (.*)'))),

@@ -76,3 +76,11 @@ named_scripts() {
   assert_success
   assert_output ''
 }
+
+@test "every lab one-liner that waits for \$! quotes its command in single quotes, so that the guest's shell expands it, not the host's" {
+  # In double quotes the host's shell would put its own $! (empty, or a
+  # host job) into the command before the guest ever saw it.
+  run grep -n 'lab\.sh run -- bash [^"]*-c "[^"]*\$!' README.md docs/*.md
+  assert_failure 1
+  assert_output ''
+}
