@@ -50,8 +50,11 @@ cmd_pair() {
     : >"$pcap" || misuse "cannot write --pcap $pcap"
   fi
 
-  if [[ -n ${LAB_PAIR_DIR:-} ]] && agent status "$LAB_PAIR_DIR/a" >/dev/null 2>&1 &&
-    agent status "$LAB_PAIR_DIR/b" >/dev/null 2>&1; then
+  # A pair that is up: in LAB_PAIR_DIR, whose folders pass private_dir.
+  local dir=""
+  [[ -z ${LAB_PAIR_DIR:-} ]] || dir=$(pair_dir)
+  if [[ -n $dir ]] && private_dir "$dir/a" && private_dir "$dir/b" &&
+    agent status "$dir/a" >/dev/null 2>&1 && agent status "$dir/b" >/dev/null 2>&1; then
     # Only a pair of the kernel and vCPUs asked for (LAB_KERNEL, LAB_CPUS)
     # may stand in for two fresh guests; otherwise two of their own boot.
     if up_kernel_matches "$LAB_PAIR_DIR/a" && up_cpus_match "$LAB_PAIR_DIR/a"; then
