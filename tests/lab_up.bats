@@ -198,6 +198,15 @@ exec_printing() {
   assert_equal "${stderr_lines[${#stderr_lines[@]} - 1]}" "lab.sh: a exited 3, b exited 0"
   run tshark -r "$BATS_TEST_TMPDIR/wire.pcap" -Y infiniband -T fields -e infiniband.bth.opcode
   [[ ${#lines[@]} -gt 0 ]] || fail "no RoCE packet in the capture"
+  # A capture killed mid-run leaves its filter on a's NIC; the next --pcap
+  # still captures.
+  /usr/bin/python3 -I -S scripts/lab/agent.py qmp "$LAB_PAIR_DIR/a/qmp.sock" \
+    "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$BATS_TEST_TMPDIR/killed.pcap\"}}"
+  # shellcheck disable=SC2016 # expanded in the guest
+  run -0 scripts/lab.sh pair --timeout 60 --pcap "$BATS_TEST_TMPDIR/again.pcap" --a true \
+    --b 'echo hi 2>/dev/null >"/dev/tcp/$LAB_PEER_ADDR/9" || true'
+  run tshark -r "$BATS_TEST_TMPDIR/again.pcap" -Y "tcp.port == 9" -T fields -e tcp.flags
+  [[ ${#lines[@]} -gt 0 ]] || fail "no TCP SYN to port 9 in the capture after a killed one"
   # A pair of other vCPUs than LAB_CPUS asks for does not stand in: two
   # guests of their own boot, and say how many vCPUs they have.
   LAB_CPUS=2 run -0 --separate-stderr scripts/lab.sh pair --a nproc --b nproc

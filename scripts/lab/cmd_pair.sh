@@ -145,6 +145,9 @@ pair_through_up() {
   if [[ -n $pcap ]]; then
     [[ $pcap != *[\"\\]* ]] || misuse "--pcap: a file name without quotes or backslashes, please"
     rm -f "$pcap"
+    # A capture killed mid-run left its filter behind: delete it first (qemu
+    # refuses a second object of one id), which also closes its file.
+    agent qmp "$dir/a/qmp.sock" '{"execute": "object-del", "arguments": {"id": "cap"}}' >/dev/null 2>&1 || true
     agent qmp "$dir/a/qmp.sock" \
       "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$pcap\"}}" ||
       fail "could not start the capture on the pair's cable (see above)"
