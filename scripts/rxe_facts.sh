@@ -60,7 +60,7 @@ for mode in busy events; do
 done'
 
 lab_dir=$(mktemp -d /tmp/rxe-facts.XXXXXX)
-trap 'LAB_UP_DIR=$lab_dir/lab scripts/lab.sh down >/dev/null 2>&1 || true; rm -rf "$lab_dir" "$lab_dir/lab.lock"' EXIT
+trap 'LAB_UP_DIR=$lab_dir/lab scripts/lab.sh down >/dev/null 2>&1 || true; rm -rf "$lab_dir"' EXIT
 for kernel in "${kernels[@]}"; do
   echo "rxe_facts: $kernel" >&2
   export LAB_KERNEL=$kernel LAB_UP_DIR=$lab_dir/lab
