@@ -29,6 +29,15 @@
 # flags the workbook needs (C++20, warnings as errors, common/, rdma-core's
 # pkg-config flags) are appended to it either way (override: a command-line
 # value would otherwise replace them too). The same for LDLIBS.
+
+# Every variable set on the command line (KERNELS, CXXFLAGS, ...) is text,
+# never make syntax: make would expand `make clean KERNELS='$(shell cmd)'`
+# (where the value is used, and wherever make exports it to a recipe's
+# environment, so even `make -n check-kernels` runs cmd). Freezing each one
+# to its literal text here, before any use, stops that; the four that
+# targets paste into commands are held to one plain word below.
+$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
+
 CXX      ?= g++
 PKGS     := libibverbs librdmacm
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -90,12 +90,21 @@ case " $* " in
     ;;
 esac
 
-mkdir -p "$(dirname "$out")"
+# tshark needs root; nothing else here does. Under sudo, the command, the
+# output folder and file and the dissection are the user's who called sudo
+# (SUDO_USER), as they would be had they run them themselves: root only
+# captures, into a file of its own, which the user then copies into place.
+as_user=()
+if [[ $(id -u) == 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then
+  as_user=(runuser -u "$SUDO_USER" --)
+fi
+"${as_user[@]}" mkdir -p "$(dirname "$out")"
 echo "capture_command.sh: capturing on $netdev (udp port 4791 or tcp port $tcp_port) into $out"
 log=$(mktemp)
-tshark -q -i "$netdev" -f "udp port 4791 or tcp port $tcp_port" -w "$out" 2>"$log" 3>&- &
+cap=$(mktemp)
+tshark -q -i "$netdev" -f "udp port 4791 or tcp port $tcp_port" -w "$cap" 2>"$log" 3>&- &
 tpid=$!
-trap 'kill "$tpid" 2>/dev/null || true; rm -f "$log"' EXIT
+trap 'kill "$tpid" 2>/dev/null || true; rm -f "$log" "$cap"' EXIT
 # tshark_failed: say that tshark stopped, with its own message (a bad
 # filter, no permission, no such interface), and exit 1.
 tshark_failed() {
@@ -112,13 +121,8 @@ for _ in $(seq 200); do
 done
 grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 20 s"
 
-# tshark needs root; the lesson does not. Under sudo, run it as the user
-# who called sudo (SUDO_USER), as they would run it themselves.
-as_user=()
-if [[ $(id -u) == 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then
-  as_user=(runuser -u "$SUDO_USER" --)
+[[ ${#as_user[@]} -eq 0 ]] ||
   echo "capture_command.sh: running $1 as $SUDO_USER (SUDO_USER); tshark captures as root"
-fi
 set +e
 "${as_user[@]}" "$@"
 status=$?
@@ -129,10 +133,12 @@ kill "$tpid" 2>/dev/null || true
 wait "$tpid" 2>/dev/null || true
 # A tshark that failed slowly (a loaded host) was still alive above, but
 # wrote no file.
-[[ -s $out ]] || tshark_failed "while $1 ran: the capture is incomplete"
+[[ -s $cap ]] || tshark_failed "while $1 ran: the capture is incomplete"
+# shellcheck disable=SC2016 # expanded by the inner sh
+"${as_user[@]}" sh -c 'cat >"$1"' sh "$out" <"$cap"
 
-"$(dirname "$0")/ladder.sh" "$out"
-if ! tshark -r "$out" -Y infiniband 2>/dev/null | grep -q .; then
+"${as_user[@]}" "$(dirname "$0")/ladder.sh" "$out"
+if ! "${as_user[@]}" tshark -r "$out" -Y infiniband 2>/dev/null | grep -q .; then
   echo "capture_command.sh: no RoCE packets captured: was the peer on this host (rxe loopback)?" >&2
 fi
 exit "$status"

@@ -38,7 +38,7 @@ else
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/check-kernels.XXXXXX")
-trap 'LAB_UP_DIR=$work/lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$work" "$work/lab.lock"' EXIT
+trap 'LAB_UP_DIR=$work/lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$work"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 

@@ -41,15 +41,22 @@ EX_TMP=$(mktemp -d -p "${GRADE_TMP:-${TMPDIR:-/tmp}}") || {
 EX_PORT=$((21000 + ${EX_INDEX:-0} * 4)) # below the ephemeral range; 4 ports per exercise
 EX_DEV=${GRADE_DEV:-$(ex_rx ibv_devices | awk 'NR > 2 { print $1; exit }')}
 EX_SERVER_PID=
-EX_SERVER_OUT=$EX_TMP/server.out
-EX_OUT=$EX_TMP/client.out
+# The programs' output, which this host writes (through `>`), lives outside
+# the lab's xfer folder, where the guest could plant a symlink in its place
+# and steer the write to any file of ours.
+EX_LOGS=$(mktemp -d /tmp/grade-out.XXXXXX) || {
+  echo "grade: mktemp -d failed: no folder for this exercise's output" >&2
+  exit 1
+}
+EX_SERVER_OUT=$EX_LOGS/server.out
+EX_OUT=$EX_LOGS/client.out
 EX_STATUS=
 EX_SERVER_STATUS=
 HINT=
 
 ex_cleanup() {
   [[ -n $EX_SERVER_PID ]] && kill "$EX_SERVER_PID" 2>/dev/null
-  rm -rf "$EX_TMP"
+  rm -rf "$EX_TMP" "$EX_LOGS"
 }
 trap ex_cleanup EXIT
 

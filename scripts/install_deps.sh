@@ -77,6 +77,15 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "install_deps.sh: installing ${missing[*]}"
+# qemu-guest-agent is for the lab's guests, which run it from this host's
+# root; Debian's package would also start it on this host when this host is
+# itself a VM with an agent channel, handing the hypervisor a way in that
+# nobody asked for. There, it is masked before it is installed, and we say so.
+if [[ " ${missing[*]} " == *" qemu-guest-agent "* && -e /dev/virtio-ports/org.qemu.guest_agent.0 ]] &&
+  command -v systemctl >/dev/null 2>&1; then
+  echo "install_deps.sh: qemu-guest-agent is for the lab's guests; this host is a VM with an agent channel, so its own agent is masked (not started here): undo with sudo systemctl unmask qemu-guest-agent"
+  "${sudo[@]}" systemctl mask qemu-guest-agent.service >/dev/null
+fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 # --no-install-recommends keeps qemu from pulling in a desktop.

@@ -34,33 +34,33 @@ g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-missing-field-initializers -Icommo
 # client on one host, the lines where each side reports its async events
 # (or none), and the client's result line.
 # shellcheck disable=SC2016 # expanded by the guest's bash
-lesson10_events='port=18600
+lesson10_events='port=18600 d=$(mktemp -d)
 for p in lesson10 lesson10_nak; do
   for s in $(./$p --list | cut -d" " -f1); do
     port=$((port + 1))
-    ./$p -p $port --timeout 20 >/tmp/server.out 2>&1 &
-    for i in $(seq 50); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
-    ./$p -p $port --timeout 20 127.0.0.1 "$s" >/tmp/client.out 2>&1
+    ./$p -p $port --timeout 20 >"$d/server.out" 2>&1 &
+    for i in $(seq 50); do grep -q "waiting for a client" "$d/server.out" && break; sleep 0.1; done
+    ./$p -p $port --timeout 20 127.0.0.1 "$s" >"$d/client.out" 2>&1
     wait
-    echo "$s: $(grep -hE "^(client|server): (no )?async event" /tmp/client.out /tmp/server.out | paste -sd";" | sed "s/;/; /g")"
-    echo "$s: $(grep "^result:" /tmp/client.out | tail -n 1)"
+    echo "$s: $(grep -hE "^(client|server): (no )?async event" "$d/client.out" "$d/server.out" | paste -sd";" | sed "s/;/; /g")"
+    echo "$s: $(grep "^result:" "$d/client.out" | tail -n 1)"
   done
 done'
 # Lesson 11's send latency, 1000 round trips: busy polling with a vCPU per
 # side, then on completion events with both sides on vCPU 0 (as make bench).
 # shellcheck disable=SC2016 # expanded by the guest's bash
-lesson11_numbers='port=18620
+lesson11_numbers='port=18620 d=$(mktemp -d)
 for mode in busy events; do
   port=$((port + 1)); opts=(-n 1000 -p $port --timeout 30); cpus=(0 1)
   [[ $mode == events ]] && opts+=(--events) && cpus=(0 0)
-  taskset -c ${cpus[0]} ./lesson11 "${opts[@]}" >/tmp/server.out 2>&1 &
-  for i in $(seq 50); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
+  taskset -c ${cpus[0]} ./lesson11 "${opts[@]}" >"$d/server.out" 2>&1 &
+  for i in $(seq 50); do grep -q "waiting for a client" "$d/server.out" && break; sleep 0.1; done
   echo "$mode: $(taskset -c ${cpus[1]} ./lesson11 "${opts[@]}" 127.0.0.1 2>&1 | grep -E "^(result|lesson11):" | paste -sd" ")"
   wait
 done'
 
 lab_dir=$(mktemp -d /tmp/rxe-facts.XXXXXX)
-trap 'LAB_UP_DIR=$lab_dir/lab scripts/lab.sh down >/dev/null 2>&1 || true; rm -rf "$lab_dir" "$lab_dir/lab.lock"' EXIT
+trap 'LAB_UP_DIR=$lab_dir/lab scripts/lab.sh down >/dev/null 2>&1 || true; rm -rf "$lab_dir"' EXIT
 for kernel in "${kernels[@]}"; do
   echo "rxe_facts: $kernel" >&2
   export LAB_KERNEL=$kernel LAB_UP_DIR=$lab_dir/lab

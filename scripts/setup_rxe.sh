@@ -218,6 +218,16 @@ pick_netdev() { # sets PICKED: first up, Ethernet-type interface with IPv4, by i
     i=$(ipv4_of "$n")
     [[ -n $i ]] || continue
     say "No NETDEV given: picked $n, the first interface (by ifindex) that is up, Ethernet-type and has an IPv4 address ($i)."
+    # A real NIC (sysfs links its device) is likely this host's uplink, or
+    # its Wi-Fi: rxe on it puts RoCE frames on that network and answers
+    # RoCE from it.
+    if [[ -e $SYSFS_ROOT/class/net/$n/device ]]; then
+      local what="a hardware NIC"
+      [[ ! -e $SYSFS_ROOT/class/net/$n/wireless ]] || what="a Wi-Fi NIC"
+      warn "$n is $what, likely this host's link to its network: RoCE v2 (UDP 4791) will run on that network." \
+        "For a playground of your own, name a dummy netdev instead:" \
+        "ip link add dummy0 type dummy && ip addr add 192.0.2.10/24 dev dummy0 && ip link set dummy0 up && $PROG up dummy0"
+    fi
     PICKED=$n
     return
   done

@@ -23,7 +23,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MERMAID_VERSION=12.3.0
-# sha512sum of mermaid-12.3.0.tgz as the registry serves it (npm's integrity field, in hex).
+# sha512sum of mermaid-12.3.0.tgz as the registry serves it (npm's integrity field, in hex),
+# and of package/dist/mermaid.min.js in it, the one file the site takes: the
+# cached copy is checked against it on every use.
+MERMAID_JS_SHA512=09a127e8359827530cd261404fd9ef273777cf980fb174ccef0ce9adbf30c7ad795b34e74d2ac6adb2a4654a9ed6cdb89695b6ed7e07948ad216f426ff292a64
 MERMAID_SHA512=e35d774dd5de2c0b0caee27bf4ea452f93bcf8b4c55e142a676eb4ac5ded8149a2340b519b852e99ed3823eeb93d137ac99ebd2787fcad56165bccd193ae5463
 
 usage() { sed -n '2,9s/^# \{0,1\}//p' "$0"; }
@@ -49,9 +52,15 @@ for tool in mkdocs npm; do
   }
 done
 
-# Mermaid's browser bundle, fetched once into the cache (flock: one fetch at a time).
+# Mermaid's browser bundle, fetched once into the cache (flock: one fetch at
+# a time), and checked on every use: a cached copy that changed is fetched
+# again, never copied into the site.
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/rdma-workbook/site
 mermaid_js=$cache/mermaid-$MERMAID_VERSION.min.js
+# mermaid_ok FILE: FILE is the pinned mermaid.min.js.
+mermaid_ok() {
+  echo "$MERMAID_JS_SHA512  $1" | sha512sum -c --status
+}
 fetch_mermaid() {
   local tmp tgz
   tmp=$(mktemp -d)
@@ -68,12 +77,20 @@ fetch_mermaid() {
     return 1
   fi
   tar -xzf "$tgz" -C "$tmp" package/dist/mermaid.min.js package/LICENSE
+  mermaid_ok "$tmp/package/dist/mermaid.min.js" || {
+    echo "site.sh: mermaid.min.js in the package does not match the SHA-512 pinned in scripts/site.sh" >&2
+    return 1
+  }
   cp "$tmp/package/LICENSE" "$cache/mermaid-$MERMAID_VERSION.LICENSE"
   mv "$tmp/package/dist/mermaid.min.js" "$mermaid_js"
 }
 mkdir -p "$cache"
 (
   flock 9
+  if [[ -e $mermaid_js ]] && ! mermaid_ok "$mermaid_js"; then
+    echo "site.sh: $mermaid_js does not match the SHA-512 pinned in scripts/site.sh: fetching it again" >&2
+    rm -f "$mermaid_js"
+  fi
   [[ -s $mermaid_js ]] || fetch_mermaid
 ) 9>"$cache/.lock"
 

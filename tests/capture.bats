@@ -116,15 +116,16 @@ peer_lessons() {
   # The server's "waiting" line, not a fixed sleep, says when the client may
   # come; both run inside the capture, so tshark's start-up eats no timeout.
   # shellcheck disable=SC2016 # the guest's bash expands this, not ours
-  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture_command.sh -o /tmp/l4.pcap -- bash -c '
-    ./lesson4 --timeout 30 >/tmp/server.out 2>&1 &
+  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture_command.sh -o "$BATS_TEST_TMPDIR/l4.pcap" -- bash -c '
+    out=$(mktemp)
+    ./lesson4 --timeout 30 >"$out" 2>&1 &
     server=$!
-    for _ in $(seq 100); do grep -q "waiting for a client" /tmp/server.out && break; sleep 0.1; done
+    for _ in $(seq 100); do grep -q "waiting for a client" "$out" && break; sleep 0.1; done
     ./lesson4 --timeout 30 127.0.0.1 2 3
     client=$?
     wait "$server"
     echo "server exit status $?"
-    sed "s/^/server said: /" /tmp/server.out
+    sed "s/^/server said: /" "$out"
     exit "$client"'
   assert_success
   assert_line "result: 2 + 3 = 5"

@@ -109,6 +109,13 @@ setup() {
   assert_output --regexp "^FAIL  memlock   .*/proc/self/limits: locked memory 64 KiB \(ulimit -l\), under the 4096 KiB lesson 11 pins; cause: .*ENOMEM.*; fix: ulimit -l unlimited .*docker run --ulimit memlock=-1$"
 }
 
+@test "memlock: the limits.conf fix is for the account that runs the doctor, never '*' (every account)" {
+  fake_memlock 65536
+  SUDO_USER=learner run -0 doctor_check check_memlock "$PROC_ROOT/self/limits" "$PROC_ROOT/self/status"
+  assert_output --partial "'learner - memlock unlimited' in /etc/security/limits.d/rdma-workbook.conf, for this account alone"
+  refute_output --partial "'*"
+}
+
 @test "memlock: a low limit is OK for a process with CAP_IPC_LOCK (root), which bypasses it" {
   fake_memlock 65536
   fake_capeff 000001ffffffffff
@@ -237,6 +244,14 @@ EOF
   printf '%s\n' '*filter' ':INPUT ACCEPT [0:0]' '-A INPUT -p tcp -m tcp --dport 18515 -j REJECT --reject-with icmp-port-unreachable' 'COMMIT' >"$FAKE_STATE/iptables.rules"
   run -0 doctor_check check_firewall
   assert_output --regexp "^FAIL  firewall  iptables-save: table filter: '-A INPUT -p tcp -m tcp --dport 18515 -j REJECT.*fix: sudo iptables -t filter -D INPUT -p tcp -m tcp --dport 18515 -j REJECT --reject-with icmp-port-unreachable$"
+}
+
+@test "firewall: with neither nf_tables nor ip_tables loaded, nothing drops, and nft is not run (as root it would load nf_tables)" {
+  rmdir "$SYSFS_ROOT/module/nf_tables"
+  run -0 doctor_check check_firewall
+  assert_output --regexp "^OK    firewall  .*neither nf_tables nor ip_tables is loaded, so no rule drops anything"
+  refute_ran "nft"
+  refute_ran "iptables-save"
 }
 
 @test "firewall: rules for other ports are OK; nft without root is a SKIP that says why" {

@@ -198,6 +198,29 @@ stub() {
   assert_output --partial "timed out after 2 s"
 }
 
+@test "a lab.sh run killed by SIGKILL takes its guest with it, long before its --timeout" {
+  "$CLONE/scripts/lab.sh" run --timeout 300 -- sleep 300 >/dev/null 2>&1 3>&- &
+  local lab=$! watcher="" qemu="" i
+  # Its children: timeout, and under it qemu.
+  # Up to 120 s to start: the lab's cache is shared, and a loaded host slow.
+  for ((i = 0; i < 1200; i++)); do
+    sleep 0.1
+    watcher=$(pgrep -P "$lab" -x timeout) || continue
+    qemu=$(pgrep -P "$watcher" -f qemu-system-x86_64) && break
+  done
+  [[ -n $qemu ]] || fail "no qemu under lab.sh run (pid $lab) after 120 s"
+  kill -KILL "$lab"
+  # The kernel ends both at once (PR_SET_PDEATHSIG); 10 s is room for a
+  # loaded host, against the 300 s they ran on before. A zombie (Z, not
+  # reaped yet) has ended.
+  for ((i = 0; i < 100; i++)); do
+    ps -o stat= -p "$qemu,$watcher" | grep -qv '^Z' || break
+    sleep 0.1
+  done
+  run ps -o pid=,stat=,args= -p "$qemu,$watcher"
+  refute_output --regexp '^ *[0-9]+ +[^Z]'
+}
+
 @test "pair joins two guests by a cable: rping crosses it and the pcap holds RoCE" {
   local pcap="$BATS_TEST_TMPDIR/wire.pcap"
   # b retries until a's server listens (b starts once a has started).

@@ -96,6 +96,36 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   run -1 scripts/lab.sh exec -- pgrep -x sleep
 }
 
+# exec_printing CMD...: exec --timeout 3 of CMD, its stdout counted into
+# $BATS_TEST_TMPDIR/bytes; the status is exec's, the output one line on
+# stderr; cut at 60 s (a timeout that does not hold would run for ever).
+exec_printing() {
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  timeout 60 bash -c 'scripts/lab.sh exec --timeout 3 -- "$@" | wc -c >"$0"; exit "${PIPESTATUS[0]}"' \
+    "$BATS_TEST_TMPDIR/bytes" "$@"
+}
+
+@test "exec --timeout holds for a command that never stops printing" {
+  # The bound: the 3 s asked for; then the TERM, sent at the first poll
+  # after it (a poll reads at most 1 MiB of each stream, so output cannot
+  # keep the loop from its deadline), ends the command; then at most 1 MiB
+  # more of what it printed is sent on. Measured, idle, on 2 cores: 4 s for
+  # the shell loop, 6 s for yes (which keeps the guest's vCPUs and its agent
+  # busy): 3 s fixed and 3 s that grow with a slower or loaded host; x2 for
+  # a host twice as slow and x2 again under load is 3 + 12 s: 25 s. Before
+  # the fix, yes never returned and the shell loop took 11 s on a slower
+  # host.
+  local cmd
+  for cmd in "sh -c 'while :; do echo x; done'" yes; do
+    SECONDS=0
+    eval "run -124 --separate-stderr exec_printing $cmd"
+    ((SECONDS < 25)) || fail "exec --timeout 3 -- $cmd returned after $SECONDS s"
+    assert_equal "$stderr" "lab.sh: exec: ${cmd%% *} was still running after --timeout 3 s; killed in the guest"
+    (($(<"$BATS_TEST_TMPDIR/bytes") > 0)) || fail "no output of $cmd arrived before the timeout"
+  done
+  run -1 scripts/lab.sh exec -- pgrep -x yes
+}
+
 @test "a signal to exec reaches the command in the guest" {
   scripts/lab.sh exec -- sleep 30 3>&- &
   local client=$!
@@ -125,7 +155,20 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   assert_output --partial "no lab is up"
   run -125 --separate-stderr scripts/lab.sh exec -- true
   assert_equal "$stderr" "lab.sh: exec: no lab is up (the last one stopped: lab.sh down); start one: scripts/lab.sh up"
+  [[ ! -e $LAB_UP_DIR/agent.pid ]] || fail "down left agent.pid: $(cat "$LAB_UP_DIR/agent.pid")"
+  # A second down signals nothing, even a process of ours whose PID
+  # stands where the supervisor's was (a PID the kernel reused).
+  local decoy
+  decoy=$(
+    sleep 600 >/dev/null 2>&1 3>&- &
+    echo $!
+  )
+  echo "$decoy" >"$LAB_UP_DIR/agent.pid"
   run -0 scripts/lab.sh down
+  local state
+  state=$(ps -o stat= -p "$decoy") || fail "the second down killed the decoy (pid $decoy)"
+  kill "$decoy"
+  [[ $state != Z* ]] || fail "the second down killed the decoy (pid $decoy)"
 }
 
 @test "a lab nobody uses stops by itself after LAB_IDLE seconds" {
@@ -155,6 +198,15 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   assert_equal "${stderr_lines[${#stderr_lines[@]} - 1]}" "lab.sh: a exited 3, b exited 0"
   run tshark -r "$BATS_TEST_TMPDIR/wire.pcap" -Y infiniband -T fields -e infiniband.bth.opcode
   [[ ${#lines[@]} -gt 0 ]] || fail "no RoCE packet in the capture"
+  # A capture killed mid-run leaves its filter on a's NIC; the next --pcap
+  # still captures.
+  /usr/bin/python3 -I -S scripts/lab/agent.py qmp "$LAB_PAIR_DIR/a/qmp.sock" \
+    "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$BATS_TEST_TMPDIR/killed.pcap\"}}"
+  # shellcheck disable=SC2016 # expanded in the guest
+  run -0 scripts/lab.sh pair --timeout 60 --pcap "$BATS_TEST_TMPDIR/again.pcap" --a true \
+    --b 'echo hi 2>/dev/null >"/dev/tcp/$LAB_PEER_ADDR/9" || true'
+  run tshark -r "$BATS_TEST_TMPDIR/again.pcap" -Y "tcp.port == 9" -T fields -e tcp.flags
+  [[ ${#lines[@]} -gt 0 ]] || fail "no TCP SYN to port 9 in the capture after a killed one"
   # A pair of other vCPUs than LAB_CPUS asks for does not stand in: two
   # guests of their own boot, and say how many vCPUs they have.
   LAB_CPUS=2 run -0 --separate-stderr scripts/lab.sh pair --a nproc --b nproc

@@ -73,19 +73,28 @@ between() {
   server_said "result: server: rnr: no completion; our QP is IBV_QPS_RTS"
 }
 
-@test "rnr-wait: a receive posted 1 s late stalls the SEND without an error, longer with min_rnr_timer 0" {
+@test "rnr-wait: a receive posted 1 s late stalls the SEND without an error, in 655 ms waits with min_rnr_timer 0" {
   play lesson10 rnr-wait
   client_ended_with "result: rnr-wait: IBV_WC_SUCCESS (0), as expected: "
   assert_line --regexp '^result: rnr-wait: IBV_WC_SUCCESS \(0\), as expected: both SENDs landed late, no error: '
-  # min_rnr_timer 12 (0.64 ms): about 1 s and many RNR NAKs; 0 (655 ms): two waits, 1.31 s.
+  # min_rnr_timer 12 (0.64 ms): about 1 s and many RNR NAKs; 0 (655 ms):
+  # two waits, 1.31 s, when idle. Load only delays the receive and the
+  # retries, which adds NAKs and time; and on a loaded host the client's
+  # clock and the kernel's RNR timer disagreed by 6%: two waits took 1.235 s
+  # by the client's clock (issue 37). So: the counts, and a wait per NAK of
+  # at least 0.85 of what the timer asks.
   local times naks
   mapfile -t times < <(sed -n 's/^client: the SEND completed \([0-9.]*\) s after the post.*/\1/p' <<<"$output")
   mapfile -t naks < <(sed -n 's/^client: the SEND completed .* after \([0-9]*\) RNR NAKs.*/\1/p' <<<"$output")
   assert_equal "${#times[@]} ${#naks[@]}" "2 2"
-  between 1.0 "${times[0]}" 1.6
+  # The receive came 1 s (the server's sleep) after the post at the least.
+  between 0.85 "${times[0]}" 10
   ((naks[0] >= 10)) || fail "only ${naks[0]} RNR NAKs with min_rnr_timer 12"
-  between 1.25 "${times[1]}" 3.3 # 655 ms slots: 1.31 s, or a later one on a loaded host
-  assert_equal "${naks[1]}" 2
+  # min_rnr_timer 0: the receive is late for the first 655 ms wait, so two
+  # NAKs at least, far fewer than with 0.64 ms waits, each costing 655 ms.
+  ((naks[1] >= 2 && naks[1] < naks[0])) ||
+    fail "${naks[1]} RNR NAKs with min_rnr_timer 0 (${naks[0]} with 12)"
+  between "$(awk -v n="${naks[1]}" 'BEGIN { print n * 0.655 * 0.85 }')" "${times[1]}" 10
   server_said "result: server: rnr-wait: completions IBV_WC_SUCCESS (0), IBV_WC_SUCCESS (0); our QP is IBV_QPS_RTS"
 }
 

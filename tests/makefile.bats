@@ -51,6 +51,23 @@ setup() {
   assert_file_not_exists "$BATS_TEST_TMPDIR/pwn4"
 }
 
+@test "a command-line variable outside the four (KERNELS, CXXFLAGS, any) is text: no make function in it runs" {
+  local pwn="$BATS_TEST_TMPDIR/pwn5"
+  # clean uses none of them; check-kernels' recipe runs a sub-make even
+  # under -n, and make exports every command-line variable to it.
+  run -0 make -n clean KERNELS="\$(shell touch $pwn.kernels)"
+  run -0 make -n clean CXXFLAGS="\$(shell touch $pwn.cxxflags)"
+  run -0 make -n check-kernels KERNELS="\$(shell touch $pwn.check)" NO_SUCH_VAR="\$(shell touch $pwn.any)"
+  assert_line "scripts/check_kernels.sh"
+  assert_file_not_exists "$pwn.kernels"
+  assert_file_not_exists "$pwn.cxxflags"
+  assert_file_not_exists "$pwn.check"
+  assert_file_not_exists "$pwn.any"
+  # A plain value still reaches the compiler.
+  run -0 make -n -B lesson1 CXXFLAGS='-O1 -g'
+  assert_output --partial "g++ -O1 -g -std=c++20"
+}
+
 # --- parallel by default ----------------------------------------------------
 
 # MAKEFLAGS as a recipe of a top-level make sees it (a target added with

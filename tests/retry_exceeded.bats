@@ -24,8 +24,15 @@ retries_exceeded() {
 
 # die_after_go LESSON TOKEN SERVER_LINE CLIENT_ARGS...: start LESSON's server,
 # put the relay in front of it, run the client through the relay, and check
-# that the client reported status 12 between 0.3 s and 3 s after the token
-# (0.47 s when idle; 1.48 s was measured once on a loaded host).
+# what load cannot move: the client's status 12 (its tries ran out: with
+# retry_cnt 7 they never would, and the client would say "closed" or time
+# out instead), its message, the port's retry_exceeded_err counter up by
+# exactly one, and the order, the client's end after the server's death by
+# at least 0.3 s (7 tries x 67 ms is 0.47 s; a guest whose timer was
+# calibrated under load runs up to 6% fast, and load only adds time). How
+# much later is the host's load, not the lesson: 0.47 s idle, 1.48 s and
+# 4.2 s on loaded 2-core hosts; the one upper bound is the client's own
+# --timeout 20, which a status 12 must beat.
 die_after_go() {
   local lesson=$1 token=$2 line=$3
   shift 3
@@ -56,8 +63,8 @@ die_after_go() {
     fail "no IBV_WC_RETRY_EXC_ERR (12) in the client's stderr:"$'\n'"$stderr"
   [[ "$stderr" == *exited* ]] || fail "the client's message does not name the likely cause (the peer exited): $stderr"
   refute_output --partial "result: "
-  awk -v t="$took" 'BEGIN { exit !(t > 0.3 && t < 3.0) }' ||
-    fail "status 12 came $took s after the server died; 7 tries x 67 ms is 0.47 s"
+  awk -v t="$took" 'BEGIN { exit !(t > 0.3 && t < 20) }' ||
+    fail "status 12 came $took s after the server died; 7 tries x 67 ms is 0.47 s, the client's --timeout 20 s"
   assert_equal "$((after - before))" 1
   wait_server 5
   assert_equal "$SERVER_STATUS" 137 # SIGKILL, from the relay

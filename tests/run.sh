@@ -334,7 +334,7 @@ device_log=$(mktemp)
 lab_log=$(mktemp)
 second_lab=$(mktemp -d "${TMPDIR:-/tmp}/lab2.XXXXXX")
 pair_lab=$(mktemp -d "${TMPDIR:-/tmp}/pair.XXXXXX")
-trap 'rm -f "$log" "$device_log" "$lab_log"; [[ -z $lab_started ]] || scripts/lab.sh down; LAB_UP_DIR=$second_lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$second_lab" "$second_lab.lock"; LAB_PAIR_DIR=$pair_lab scripts/lab.sh down --pair >/dev/null 2>&1; rm -rf "$pair_lab"' EXIT
+trap 'rm -f "$log" "$device_log" "$lab_log"; [[ -z $lab_started ]] || scripts/lab.sh down; LAB_UP_DIR=$second_lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$second_lab"; LAB_PAIR_DIR=$pair_lab scripts/lab.sh down --pair >/dev/null 2>&1; rm -rf "$pair_lab"' EXIT
 # A run stopped by Ctrl-C or kill still takes its labs down (the EXIT trap).
 trap 'exit 130' INT
 trap 'exit 143' TERM

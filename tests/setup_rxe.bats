@@ -188,6 +188,17 @@ teardown() {
   assert_line "gid: 0000:0000:0000:0000:0000:ffff:0a02:0002"
 }
 
+@test "without NETDEV, up warns when the interface it picked is a hardware or Wi-Fi NIC, and names the dummy way" {
+  fake_netdev wlan0 --ipv4 10.4.0.2
+  mkdir "$SYSFS_ROOT/class/net/wlan0/device" "$SYSFS_ROOT/class/net/wlan0/wireless"
+  run -0 --separate-stderr setup_rxe up
+  assert_line "No NETDEV given: picked wlan0, the first interface (by ifindex) that is up, Ethernet-type and has an IPv4 address (10.4.0.2)."
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
+  [[ $stderr == *"warning: wlan0 is a Wi-Fi NIC, likely this host's link to its network: RoCE v2 (UDP 4791) will run on that network."* ]] ||
+    fail "no warning about the Wi-Fi NIC: $stderr"
+  [[ $stderr == *"ip link add dummy0 type dummy"* ]] || fail "no dummy suggested: $stderr"
+}
+
 @test "without NETDEV and no usable interface, up fails, suggests a dummy and changes nothing" {
   fake_netdev eth0 --down --ipv4 10.0.0.2
   run -1 --separate-stderr setup_rxe up

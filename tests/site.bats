@@ -130,3 +130,18 @@ lesson_numbers() {
   run -1 grep -c lesson99 out/mkdocs.yml
   assert_file_exists out/pages/docs/lesson98-new.md
 }
+
+@test "a cached Mermaid bundle that does not match its pinned SHA-512 is never used: it is fetched again" {
+  local cache="$BATS_TEST_TMPDIR/cache/rdma-workbook/site"
+  mkdir -p "$cache" "$BATS_TEST_TMPDIR/bin"
+  echo 'alert("not mermaid")' >"$cache/mermaid-12.3.0.min.js"
+  # An npm that cannot reach the registry: the fetch fails, and the site is
+  # not built with the changed copy.
+  printf '#!/bin/sh\nexit 1\n' >"$BATS_TEST_TMPDIR/bin/npm"
+  chmod +x "$BATS_TEST_TMPDIR/bin/npm"
+  XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache" PATH="$BATS_TEST_TMPDIR/bin:$PATH" run -1 --separate-stderr scripts/site.sh
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
+  assert_equal "${stderr_lines[0]}" "site.sh: $cache/mermaid-12.3.0.min.js does not match the SHA-512 pinned in scripts/site.sh: fetching it again"
+  assert_equal "${stderr_lines[1]}" "site.sh: npm pack mermaid@12.3.0 failed: is the npm registry reachable?"
+  assert_file_not_exists "$cache/mermaid-12.3.0.min.js"
+}

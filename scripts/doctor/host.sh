@@ -84,7 +84,11 @@ check_memlock() {
   elif has_ipc_lock "$2"; then
     report OK memlock "$1: locked memory ${kb} KiB, but this process has CAP_IPC_LOCK (root), which bypasses it"
   elif ((kb < MEMLOCK_NEED_KB)); then
-    local where="ulimit -l unlimited (if ulimit -H -l allows it; else as root: '* - memlock unlimited' in /etc/security/limits.conf, then log in again)"
+    # The fix names this account (bash's prompt escape \u: the user's
+    # name), not '*', which is every account on the host.
+    local me='\u'
+    me=${SUDO_USER:-${me@P}}
+    local where="ulimit -l unlimited (if ulimit -H -l allows it; else as root: '$me - memlock unlimited' in /etc/security/limits.d/rdma-workbook.conf, for this account alone, then log in again)"
     ((kb <= DOCKER_MEMLOCK_KB)) && where+="; in Docker: docker run --ulimit memlock=-1"
     report FAIL memlock "$1: locked memory ${kb} KiB (ulimit -l), under the ${MEMLOCK_NEED_KB} KiB lesson 11 pins" \
       "registered memory is pinned and counts against this limit: ibv_reg_mr fails with ENOMEM beyond it (lesson 11, make bench; on some providers ibv_create_cq and ibv_create_qp too)" \

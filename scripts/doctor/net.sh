@@ -87,8 +87,25 @@ iptables_blocking() {
   done <<<"$1"
 }
 
+# firewall_loaded MODULE...: one of the kernel's MODULEs is there (loaded,
+# or built in). The doctor asks nft or iptables-save only then: as root,
+# their first request would make the kernel load nf_tables (or ip_tables),
+# and the doctor changes nothing.
+firewall_loaded() {
+  local m
+  for m in "$@"; do
+    [[ -d $SYSFS_ROOT/module/$m ]] && return 0
+    grep -qs "/$m\.ko" "/lib/modules/$(uname -r)/modules.builtin" && return 0
+  done
+  return 1
+}
+
 check_firewall() {
   local out found
+  if ! firewall_loaded nf_tables ip_tables; then
+    report OK firewall "$SYSFS_ROOT/module: neither nf_tables nor ip_tables is loaded, so no rule drops anything (not asked through nft, which would load it)"
+    return
+  fi
   if command -v nft >/dev/null; then
     if ! out=$(nft -a list ruleset 2>&1); then
       if [[ $out == *"Protocol not supported"* ]]; then

@@ -31,6 +31,7 @@ while it runs).
 import base64
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -149,6 +150,12 @@ SLOW_POLL = 0.3
 QUIET = 2
 # Seconds between the TERM a timed-out command gets and the KILL.
 KILL_AFTER = 3
+# Bytes a guest-file-read asks for; how many reads of each stream one poll
+# makes (1 MiB: more than lesson 11's busiest output, far less than `yes`);
+# and once a command was killed at --timeout, how many more are sent on.
+READ_SIZE = 65536
+READS_PER_POLL = 16
+READS_AFTER_TIMEOUT = 16
 
 
 class Supervisor:
@@ -191,12 +198,18 @@ class Supervisor:
             timed_out = False
             heard = time.monotonic()
             while True:
-                got = await self.drain(handles, send)
+                # At most READS_PER_POLL reads of each stream, then the
+                # status, the client and the deadline: a command that
+                # prints faster than the guest agent reads cannot hold the
+                # loop in here (exec --timeout 3 of `yes` never returned).
+                got = await self.drain(handles, send, READS_PER_POLL)
                 if got:
                     heard = time.monotonic()
                 status = await self.agent.call("guest-exec-status", pid=pid)
                 if status.get("exited"):
-                    await self.drain(handles, send)
+                    # The rest of its output; a command killed at --timeout
+                    # may have printed more than it is worth waiting for.
+                    await self.drain(handles, send, READS_AFTER_TIMEOUT if timed_out else None)
                     break
                 if kill_task.done():
                     # The client went away: stop its command, as a kill of a
@@ -245,11 +258,15 @@ class Supervisor:
                 except (GuestGone, RuntimeError):
                     pass
 
-    async def drain(self, handles, send):
+    async def drain(self, handles, send, reads=None):
+        """Send on what each output file holds, or at most READS reads of
+        it (READ_SIZE bytes each); True if there was any."""
         got = False
         for stream, h in handles.items():
-            while True:
-                r = await self.agent.call("guest-file-read", handle=h, count=65536)
+            n = 0
+            while reads is None or n < reads:
+                n += 1
+                r = await self.agent.call("guest-file-read", handle=h, count=READ_SIZE)
                 if not r.get("count"):
                     break
                 got = True
@@ -377,6 +394,7 @@ class Supervisor:
         qemu_watch.cancel()
         with open(os.path.join(self.state, "stopped"), "w") as f:
             f.write(f"{self.why}\n")
+        forget_supervisor(self.state)
         for name in ("exec.sock", "qemu.pid"):
             try:
                 os.unlink(os.path.join(self.state, name))
@@ -412,13 +430,14 @@ def cmd_up(state, idle):
                 except OSError:
                     pass
         with open(os.path.join(state, "agent.pid"), "w") as f:
-            f.write(f"{os.getpid()}\n")
+            f.write(f"{os.getpid()} {start_time(os.getpid())}\n")
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         import asyncio
         sup = Supervisor(state, idle)
         loop = asyncio.new_event_loop()
         loop.add_signal_handler(signal.SIGTERM, sup.stopping.set)
         loop.run_until_complete(sup.main(w))
+        forget_supervisor(state)
         os._exit(0)
     os.close(w)
     with os.fdopen(r) as f:
@@ -526,39 +545,80 @@ def cmd_status(state):
     return 0
 
 
-def cmd_down(state):
+# agent.pid names the supervisor by its PID and its start time, so that a
+# PID the kernel has since given to another process is never signalled.
+def start_time(pid):
+    """PID's start time (clock ticks since boot: field 22 of /proc/PID/stat),
+    or None if there is no such process."""
     try:
-        pid = int(open(os.path.join(state, "agent.pid")).read())
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Field 2, the command's name in parentheses, may hold spaces.
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
+
+
+def supervisor(state):
+    """(pidfd, PID) of the supervisor of the lab in STATE, if it runs; else
+    None, and a stale agent.pid is removed."""
+    try:
+        with open(os.path.join(state, "agent.pid")) as f:
+            pid, started = (int(w) for w in f.read().split())
     except (OSError, ValueError):
-        pid = None
+        return None
+    try:
+        # Held open, the pidfd names this process even if it ends and its
+        # PID is reused; it is ours if it started when agent.pid says.
+        fd = os.pidfd_open(pid)
+    except OSError:
+        fd = None
+    if fd is not None and start_time(pid) == started:
+        return fd, pid
+    if fd is not None:
+        os.close(fd)
+    forget_supervisor(state, pid)
+    return None
+
+
+def forget_supervisor(state, pid=None):
+    """Remove agent.pid if it names PID (by default this process)."""
+    path = os.path.join(state, "agent.pid")
+    try:
+        with open(path) as f:
+            if int(f.read().split()[0]) == (pid or os.getpid()):
+                os.unlink(path)
+    except (OSError, ValueError, IndexError):
+        pass
+
+
+def ended(pidfd, secs):
+    """True once the process of PIDFD has ended, within SECS."""
+    return bool(select.select([pidfd], [], [], secs)[0])
+
+
+def cmd_down(state):
+    ours = supervisor(state)
     try:
         ask(state, "down")
     except (OSError, ValueError):
-        if pid is None:
+        if ours is None:
             return 0
+        signal.pidfd_send_signal(ours[0], signal.SIGTERM)
+    if ours is None:
+        return 0
+    pidfd, pid = ours
+    # The supervisor stops qemu (its child) before it ends itself; qemu
+    # dies with it in any case (die_with_parent).
+    if not ended(pidfd, 20):
+        say("down: the supervisor did not stop in 20 s; killing it (and so its qemu)")
         try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return 0
-    # The supervisor stops qemu (its child) before it ends itself.
-    deadline = time.monotonic() + 20
-    while pid is not None and time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return 0
-        time.sleep(0.05)
-    if pid is not None:
-        say(f"down: the supervisor (pid {pid}) did not stop in 20 s; killing it and its qemu")
-        try:
-            qemu = int(open(os.path.join(state, "qemu.pid")).read())
-            os.kill(qemu, signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-        try:
-            os.kill(pid, signal.SIGKILL)
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        ended(pidfd, 5)
+    os.close(pidfd)
+    forget_supervisor(state, pid)  # if it was killed, it could not
     return 0
 
 

@@ -50,8 +50,11 @@ cmd_pair() {
     : >"$pcap" || misuse "cannot write --pcap $pcap"
   fi
 
-  if [[ -n ${LAB_PAIR_DIR:-} ]] && agent status "$LAB_PAIR_DIR/a" >/dev/null 2>&1 &&
-    agent status "$LAB_PAIR_DIR/b" >/dev/null 2>&1; then
+  # A pair that is up: in LAB_PAIR_DIR, whose folders pass private_dir.
+  local dir=""
+  [[ -z ${LAB_PAIR_DIR:-} ]] || dir=$(pair_dir)
+  if [[ -n $dir ]] && private_dir "$dir/a" && private_dir "$dir/b" &&
+    agent status "$dir/a" >/dev/null 2>&1 && agent status "$dir/b" >/dev/null 2>&1; then
     # Only a pair of the kernel and vCPUs asked for (LAB_KERNEL, LAB_CPUS)
     # may stand in for two fresh guests; otherwise two of their own boot.
     if up_kernel_matches "$LAB_PAIR_DIR/a" && up_cpus_match "$LAB_PAIR_DIR/a"; then
@@ -142,6 +145,9 @@ pair_through_up() {
   if [[ -n $pcap ]]; then
     [[ $pcap != *[\"\\]* ]] || misuse "--pcap: a file name without quotes or backslashes, please"
     rm -f "$pcap"
+    # A capture killed mid-run left its filter behind: delete it first (qemu
+    # refuses a second object of one id), which also closes its file.
+    agent qmp "$dir/a/qmp.sock" '{"execute": "object-del", "arguments": {"id": "cap"}}' >/dev/null 2>&1 || true
     agent qmp "$dir/a/qmp.sock" \
       "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$pcap\"}}" ||
       fail "could not start the capture on the pair's cable (see above)"

@@ -11,13 +11,18 @@
 
 # up_state_dir: this checkout's lab folder (LAB_UP_DIR, if set, instead:
 # the lab's own tests run a second lab beside the one the suites use).
+# Refused (exit 125) if another user could have made or planted it
+# (private_dir); it need not be there yet.
 up_state_dir() {
+  local dir
   if [[ -n ${LAB_UP_DIR:-} ]]; then
     [[ $LAB_UP_DIR == /* ]] || misuse "LAB_UP_DIR must be an absolute path, not '$LAB_UP_DIR'"
-    echo "$LAB_UP_DIR"
-    return
+    dir=$LAB_UP_DIR
+  else
+    dir="$(cache_dir)/up/$(printf '%s' "$CHECKOUT" | sha256sum | cut -c1-12)"
   fi
-  echo "$(cache_dir)/up/$(printf '%s' "$CHECKOUT" | sha256sum | cut -c1-12)"
+  private_dir "$dir" || true
+  echo "$dir"
 }
 
 # agent CMD ARGS...: lab/agent.py with Debian's own python3, isolated (a
@@ -54,7 +59,7 @@ cmd_up() {
   fi
   local dir
   dir=$(pair_dir)
-  mkdir -p "$dir"
+  private_dir "$dir" --create
   # One vCPU each, as a cold pair's: two guests already take both cores.
   export LAB_DEFAULT_CPUS=1
   # Each guest: its end of the cable (Unix datagram sockets, nothing
@@ -73,10 +78,12 @@ cmd_up() {
   wait "$a" || exit $?
 }
 
-# pair_dir: the folder of the pair that stays up (LAB_PAIR_DIR).
+# pair_dir: the folder of the pair that stays up (LAB_PAIR_DIR), refused
+# as up_state_dir's is.
 pair_dir() {
-  [[ -n ${LAB_PAIR_DIR:-} ]] || misuse "--pair needs LAB_PAIR_DIR, the folder of the pair (e.g. LAB_PAIR_DIR=/tmp/pair)"
+  [[ -n ${LAB_PAIR_DIR:-} ]] || misuse "--pair needs LAB_PAIR_DIR, a folder of yours for the pair (e.g. LAB_PAIR_DIR=\$(mktemp -d))"
   [[ $LAB_PAIR_DIR == /* ]] || misuse "LAB_PAIR_DIR must be an absolute path, not '$LAB_PAIR_DIR'"
+  private_dir "$LAB_PAIR_DIR" || true
   echo "$LAB_PAIR_DIR"
 }
 
@@ -87,10 +94,9 @@ up_guest() {
   local state=$1 role=$2 netdev=$3 addr=$4 peer=$5 idle lab kernel args
   shift 5
   idle=$(parse_idle)
-  mkdir -p "$state"
-  chmod 700 "$state"
+  private_dir "$state" --create
   # One `up` at a time per lab: a second one waits, then finds it up.
-  exec 8>"$state.lock"
+  exec 8>"$state/lock"
   flock 8
   if agent status "$state" >/dev/null; then
     # LAB_KERNEL: the lab that is up must be the kernel asked for.
@@ -102,7 +108,7 @@ up_guest() {
   check_host
   command -v qemu-ga >/dev/null ||
     fail "qemu-ga not found: run scripts/install_deps.sh (package qemu-guest-agent)"
-  [[ ${#state} -lt 90 ]] || fail "lab folder path too long for a socket ($state): set XDG_CACHE_HOME=/tmp/cache"
+  [[ ${#state} -lt 90 ]] || fail "lab folder path too long for a socket ($state): set XDG_CACHE_HOME to a shorter folder of yours"
   lab=$(prepare_lab)
   kernel=$(head -n 1 <<<"$lab")
   # Which kernel this lab boots, "SUITE VERSION", for status and up.
@@ -158,7 +164,10 @@ cmd_exec() {
   [[ $# -gt 0 ]] || misuse "exec: no command (scripts/lab.sh exec -- CMD [ARGS...])"
   local state status=0
   state=$(up_state_dir)
-  [[ -z $guest ]] || state="$(pair_dir)/$guest"
+  if [[ -n $guest ]]; then
+    state="$(pair_dir)/$guest"
+    private_dir "$state" || true
+  fi
   # LAB_KERNEL set: the lab that is up must run that kernel.
   [[ -z ${LAB_KERNEL:-} || ! -e $state/kernel ]] || up_kernel_matches "$state" ||
     ! agent status "$state" >/dev/null ||
@@ -181,7 +190,14 @@ cmd_exec() {
 # two guests, one a line.
 up_states() {
   case "${1:-}" in
-    --pair) printf '%s\n' "$(pair_dir)/a" "$(pair_dir)/b" ;;
+    --pair)
+      local dir guest
+      dir=$(pair_dir)
+      for guest in a b; do
+        private_dir "$dir/$guest" || true
+        echo "$dir/$guest"
+      done
+      ;;
     "") up_state_dir ;;
     *) misuse "unknown argument '$1' (only --pair)" ;;
   esac
@@ -223,8 +239,11 @@ cmd_down() {
 
 down_one() {
   local state=$1
-  mkdir -p "$state"
-  exec 8>"$state.lock"
+  if ! private_dir "$state"; then
+    echo "lab.sh: no lab was up" >&2
+    return 0
+  fi
+  exec 8>"$state/lock"
   flock 8
   if agent status "$state" >/dev/null; then
     agent down "$state"

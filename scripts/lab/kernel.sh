@@ -10,7 +10,8 @@ prepare_lab() {
   cache=$(cache_dir)
   suite=$(lab_suite)
   kcache=$(suite_cache "$suite")
-  mkdir -p "$cache" "$kcache"
+  private_dir "$cache" --create
+  private_dir "$kcache" --create
   exec 9>"$cache/lock"
   flock 9
   kdir=$(fetch_kernel "$suite" "$kcache")

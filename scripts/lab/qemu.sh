@@ -82,9 +82,12 @@ qemu_base_args() {
 # background; its PID is then in $!. In the background because `wait` can
 # be interrupted by Ctrl-C, a foreground child could not (timeout runs in
 # its own process group, so the terminal's Ctrl-C never reaches it).
-# The caller redirects the fds.
+# The caller redirects the fds. qemu has no option to end with its parent,
+# so setpriv --pdeathsig (util-linux) asks the kernel for it: timeout dies
+# with lab.sh and qemu with timeout, even when lab.sh is killed by SIGKILL
+# and can run no trap (else qemu ran on until SECS).
 start_guest() {
-  timeout -k 5 "$1" qemu-system-x86_64 "${@:2}" &
+  setpriv --pdeathsig KILL timeout -k 5 "$1" setpriv --pdeathsig KILL qemu-system-x86_64 "${@:2}" &
 }
 
 # guest_result LOG QEMU_STATUS SECS [ROLE QEMU_LOG]: print the guest's exit

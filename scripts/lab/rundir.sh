@@ -86,3 +86,74 @@ write_guest_files() {
     fi
   } >"$share/$role.cmd"
 }
+
+# private_dir PATH [--create]: make sure PATH is a folder no other user can
+# have made, planted or can change, or exit 125 saying why, before anything
+# is opened in it: every folder above it belongs to root or to us and no one
+# else may write it (unless it is sticky, as /tmp is, where no one may
+# rename what is ours); PATH itself, if there, is a real folder (not a
+# symlink) of ours that no one else may write. A folder our own private
+# group (named as we are) may write counts as ours. Not there: with
+# --create, each missing folder is made by one mkdir, mode 700 (never
+# mkdir -p, which would go on through whatever it finds); without, returns
+# 1.
+private_dir() {
+  local path=$1 create=${2:-} prefix="" part have=() missing=()
+  local type uid mode group i last why
+  [[ $path == /* ]] || fail "the lab's folder must be an absolute path, not '$path'"
+  IFS=/ read -ra parts <<<"${path#/}"
+  for part in "${parts[@]}"; do
+    [[ -n $part ]] || continue
+    [[ $part != . && $part != .. ]] || fail "the lab's folder must be a path without . or .., not '$path'"
+    prefix+="/$part"
+    if [[ ${#missing[@]} -eq 0 && (-e $prefix || -L $prefix) ]]; then
+      have+=("$prefix")
+    else
+      missing+=("$prefix")
+    fi
+  done
+  ((${#have[@]} + ${#missing[@]})) || fail "the lab's folder cannot be /"
+  # One stat for every folder there (exec runs this each time).
+  i=0
+  while IFS='|' read -r type uid mode group; do
+    prefix=${have[i++]}
+    last=""
+    [[ $prefix != "${have[-1]}" || ${#missing[@]} -gt 0 ]] || last=1
+    if [[ $type == "symbolic link" ]]; then
+      [[ -z $last ]] || fail "$prefix is a symlink: the lab's folder must be a real folder of yours"
+      [[ $uid == 0 || $uid == "$EUID" ]] ||
+        fail "$prefix is a symlink of uid $uid's: the lab's folder must be under folders of yours or root's"
+      continue
+    fi
+    [[ $type == directory ]] || fail "$prefix is not a folder"
+    if [[ -n $last ]]; then
+      [[ $uid == "$EUID" ]] ||
+        fail "$prefix belongs to uid $uid, not to you: the lab's folder must be yours alone"
+      why=$(others_may_write "$mode" "$group") || true
+      [[ -z $why ]] || fail "$prefix may be written by $why: the lab's folder must be yours alone"
+    else
+      [[ $uid == 0 || $uid == "$EUID" ]] ||
+        fail "$prefix belongs to uid $uid: the lab's folder must be under folders of yours or root's"
+      # Sticky (/tmp): others may write it, but not rename what is ours.
+      why=""
+      ((8#$mode & 8#1000)) || why=$(others_may_write "$mode" "$group") || true
+      [[ -z $why ]] || fail "$prefix may be written by $why: the lab's folder must not be under it"
+    fi
+  done < <(stat -c '%F|%u|%a|%G' -- "${have[@]}")
+  ((${#missing[@]})) || return 0
+  [[ -n $create ]] || return 1
+  for prefix in "${missing[@]}"; do
+    mkdir -m 700 -- "$prefix" || fail "could not make the lab's folder $prefix"
+  done
+}
+
+# others_may_write MODE GROUP: who else may write a folder of octal MODE
+# and group GROUP ("others (mode 777)", "group g (mode 775)"), or nothing
+# (a group named as we are is our own private group).
+others_may_write() {
+  if ((8#$1 & 8#002)); then
+    echo "others (mode $1)"
+  elif ((8#$1 & 8#020)) && [[ $2 != "$(id -un)" ]]; then
+    echo "group $2 (mode $1)"
+  fi
+}

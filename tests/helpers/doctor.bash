@@ -34,6 +34,8 @@ doctor_setup() {
   ln -s 'net:[4026531840]' "$PROC_ROOT/1/ns/net"
   fake_capeff 0000000000000000
   : >"$FAKE_STATE/nft.ruleset"
+  # nf_tables loaded: the firewall check reads the (stub) rules.
+  mkdir -p "$SYSFS_ROOT/module/nf_tables"
 }
 
 # doctor ARGS: scripts/doctor.sh with only stubs and sysbin on PATH.
