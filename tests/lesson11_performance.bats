@@ -53,6 +53,7 @@ ordered() {
   refute_output --partial "one CPU online"
 }
 
+# shellcheck disable=SC2016 # the guest's script, expanded there
 @test "busy polling with one CPU online says so once on each side, pointing at the one-vCPU trap; --events does not" {
   compgen -G '/sys/class/infiniband/*' >/dev/null && skip "this host has an RDMA device: the one-vCPU machine is a lab guest"
   # A guest of its own with one vCPU (this suite's lab has two): a short

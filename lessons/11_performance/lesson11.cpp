@@ -91,6 +91,32 @@ QueueSizes queue_sizes(const Spec& spec, const ibv_device_attr& dev) {
     return {.send = spec.depth, .recv = receives ? recv : 1};
 }
 
+// --inline: how many bytes one WR may carry inside its WQE (the NIC's own
+// copy of a posted WR), asked for in cap.max_inline_data. The provider may
+// give more than asked, and refuses (EINVAL) more than it can. -s SIZE asks
+// for SIZE, a usage error when refused; -a asks for less and less from 1 MiB
+// until the device agrees, and the sweep stops there. Each trial QP is
+// destroyed at once; main creates the one it uses with the answer.
+uint32_t inline_bytes(ibv_pd* pd, ibv_qp_init_attr attr, const Spec& spec, const char* device) {
+    if (!spec.inl) return 0;
+    const uint32_t first = spec.all ? bench::kSweepLast : spec.size;
+    const uint32_t last = spec.all ? bench::kSweepFirst : spec.size;
+    for (uint32_t ask = first; ask >= last; ask /= 2) {
+        attr.cap.max_inline_data = ask;
+        if (ibv_qp* trial = ibv_create_qp(pd, &attr)) {
+            CHECK_RC(ibv_destroy_qp(trial));
+            return ask;
+        }
+        if (errno != EINVAL)
+            wb::fail("ibv_create_qp(pd, &attr) with max_inline_data " + std::to_string(ask) +
+                     " failed: " + wb::errno_str(errno));
+    }
+    if (spec.all) wb::usage_error("--inline: this device takes no inline data at all");
+    wb::usage_error("--inline -s " + std::to_string(spec.size) + ": " + device + " refused a QP with max_inline_data " +
+                    std::to_string(spec.size) +
+                    " (EINVAL): too big to post inline; -a --inline sweeps up to the largest it takes");
+}
+
 // Who touches which buffer, and the access that asks for, chosen in one
 // place. Each side has two buffers. `local`: what we SEND or WRITE from (the
 // NIC only reads it: no flag) or, for READ, where the response lands (the
@@ -123,32 +149,6 @@ Access access_for(const Spec& spec, bool is_server) {
                     .qp = IBV_ACCESS_REMOTE_READ, .we_are_reached = is_server, .we_reach = !is_server};
     }
     return {};
-}
-
-// --inline: how many bytes one WR may carry inside its WQE (the NIC's own
-// copy of a posted WR), asked for in cap.max_inline_data. The provider may
-// give more than asked, and refuses (EINVAL) more than it can. -s SIZE asks
-// for SIZE, a usage error when refused; -a asks for less and less from 1 MiB
-// until the device agrees, and the sweep stops there. Each trial QP is
-// destroyed at once; main creates the one it uses with the answer.
-uint32_t inline_bytes(ibv_pd* pd, ibv_qp_init_attr attr, const Spec& spec, const char* device) {
-    if (!spec.inl) return 0;
-    const uint32_t first = spec.all ? bench::kSweepLast : spec.size;
-    const uint32_t last = spec.all ? bench::kSweepFirst : spec.size;
-    for (uint32_t ask = first; ask >= last; ask /= 2) {
-        attr.cap.max_inline_data = ask;
-        if (ibv_qp* trial = ibv_create_qp(pd, &attr)) {
-            CHECK_RC(ibv_destroy_qp(trial));
-            return ask;
-        }
-        if (errno != EINVAL)
-            wb::fail("ibv_create_qp(pd, &attr) with max_inline_data " + std::to_string(ask) +
-                     " failed: " + wb::errno_str(errno));
-    }
-    if (spec.all) wb::usage_error("--inline: this device takes no inline data at all");
-    wb::usage_error("--inline -s " + std::to_string(spec.size) + ": " + device + " refused a QP with max_inline_data " +
-                    std::to_string(spec.size) +
-                    " (EINVAL): too big to post inline; -a --inline sweeps up to the largest it takes");
 }
 
 // Waiting for completions on one CQ, by busy polling (the default) or, with
@@ -215,6 +215,16 @@ struct CqWaiter {
                  "is the peer still running? raise --timeout on a slow machine");
     }
 };
+
+// The send WR's opcode for each operation measured.
+ibv_wr_opcode opcode_of(Op op) {
+    switch (op) {
+        case Op::send: return IBV_WR_SEND;
+        case Op::write: return IBV_WR_RDMA_WRITE;
+        case Op::read: return IBV_WR_RDMA_READ;
+    }
+    return IBV_WR_SEND;
+}
 
 // Our send queue: posts WRs and takes their completions from the send CQ.
 // post() builds `count` WRs of `size` bytes as one post list and posts them
@@ -425,15 +435,6 @@ uint32_t expected_psn(ibv_qp* qp) {
     ibv_qp_init_attr init{};
     CHECK_RC(ibv_query_qp(qp, &attr, IBV_QP_RQ_PSN, &init));
     return attr.rq_psn;
-}
-
-ibv_wr_opcode opcode_of(Op op) {
-    switch (op) {
-        case Op::send: return IBV_WR_SEND;
-        case Op::write: return IBV_WR_RDMA_WRITE;
-        case Op::read: return IBV_WR_RDMA_READ;
-    }
-    return IBV_WR_SEND;
 }
 
 }  // namespace
