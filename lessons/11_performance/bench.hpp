@@ -283,9 +283,9 @@ inline void warn_if_coarse_clock() {
 // A busy poller keeps its CPU until its time slice ends. With one CPU
 // online, the peer's process (on one host) and rxe's kernel work wait for
 // it, and every round trip measures the scheduler's tick (4 ms at HZ=250),
-// not the network: say so, once, on stderr.
-inline void warn_if_one_cpu(bool events) {
-    if (events || sysconf(_SC_NPROCESSORS_ONLN) != 1) return;
+// not the network: a side that busy-polls says so, once, on stderr.
+inline void warn_if_one_cpu(bool busy_polls) {
+    if (!busy_polls || sysconf(_SC_NPROCESSORS_ONLN) != 1) return;
     std::fprintf(stderr,
                  "%s: warning: busy polling with one CPU online measures the scheduler's tick, not the network: "
                  "give the machine two CPUs, or use --events (docs/lesson11-performance.md#the-one-vcpu-trap)\n",
