@@ -44,9 +44,41 @@ ordered() {
   assert_line --regexp '^result: send lat 2 B: typical [0-9]+\.[0-9]{2} us, p99 [0-9]+\.[0-9]{2} us, p99\.9 [0-9]+\.[0-9]{2} us \(n=50\)$'
   assert_line --regexp '^client: 2 B: min .* \(half round trips\)$'
   lat_numbers 2 | ordered
+  # Two CPUs online (this suite's lab has two): no word about one.
+  refute_output --partial "one CPU online"
   assert_equal "$SERVER_STATUS" 0
   run cat "$SERVER_OUT"
   assert_line "result: served send lat, 1 size(s), n=50"
+  run cat "$SERVER_ERR"
+  refute_output --partial "one CPU online"
+}
+
+# shellcheck disable=SC2016 # the guest's script, expanded there
+@test "busy polling with one CPU online says so once on each side that spins, pointing at the one-vCPU trap; --events and a READ server do not" {
+  compgen -G '/sys/class/infiniband/*' >/dev/null && skip "this host has an RDMA device: the one-vCPU machine is a lab guest"
+  # A guest of its own with one vCPU (this suite's lab has two): a short
+  # ping-pong busy polling, one on events, and READs (whose server's CPU
+  # only waits for DONE), each side's lines marked.
+  local script='echo "cpus: $(nproc)"
+    ./lesson11 -p "$1" --timeout 30 -n 5 2>&1 | sed "s/^/[s] /" &
+    ./lesson11 -p "$1" --timeout 30 -n 5 127.0.0.1 2>&1 | sed "s/^/[c] /"
+    wait
+    ./lesson11 -p "$1" --timeout 30 -n 5 --events 2>&1 | sed "s/^/[se] /" &
+    ./lesson11 -p "$1" --timeout 30 -n 5 --events 127.0.0.1 2>&1 | sed "s/^/[ce] /"
+    wait
+    ./lesson11 -p "$1" --timeout 30 -n 5 --op read 2>&1 | sed "s/^/[sr] /" &
+    ./lesson11 -p "$1" --timeout 30 -n 5 --op read 127.0.0.1 2>&1 | sed "s/^/[cr] /"
+    wait'
+  run -0 env LAB_CPUS=1 scripts/lab.sh run --timeout 240 -- bash -c "$script" bash "$PORT"
+  assert_line "cpus: 1"
+  local warning="lesson11: warning: busy polling with one CPU online measures the scheduler's tick, not the network: give the machine two CPUs, or use --events (docs/lesson11-performance.md#the-one-vcpu-trap)"
+  assert_equal "$(grep -cxF "[s] $warning" <<<"$output")" 1
+  assert_equal "$(grep -cxF "[c] $warning" <<<"$output")" 1
+  assert_line --regexp '^\[c\] result: send lat 2 B: typical .* \(n=5\)$'
+  assert_line --regexp '^\[ce\] result: send lat 2 B: typical .* \(n=5\)$'
+  assert_equal "$(grep -cxF "[cr] $warning" <<<"$output")" 1
+  assert_line --regexp '^\[cr\] result: read lat 2 B: typical .* \(n=5\)$'
+  refute_line --regexp '^\[(se|ce|sr)\] .*one CPU online'
 }
 
 @test "READ latency is a whole round trip, and WRITE latency half of one" {

@@ -6,11 +6,11 @@
 // and prints how many ibv_post_send calls it made. On rxe every call is one
 // write() system call into the kernel: the doorbell.
 //
-// The exercise: -b N posts N WRs per ibv_post_send call, chained by
+// The exercise: -l N posts N WRs per ibv_post_send call, chained by
 // ibv_send_wr.next (a post list). docs/lesson11-performance.md, "Post lists".
 //
-//     ./ex11_1 [-s BYTES] [-n WRS] [-b N]           server
-//     ./ex11_1 [-s BYTES] [-n WRS] [-b N] HOST      client
+//     ./ex11_1 [-s BYTES] [-n WRS] [-l N]           server
+//     ./ex11_1 [-s BYTES] [-n WRS] [-l N] HOST      client
 #include <infiniband/verbs.h>
 
 #include <time.h>
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     const wb::ExtraOption extra[] = {
         {'s', "size", "BYTES", "bytes per WRITE, 1..65536 (default: 64)", &size_text},
         {'n', "iters", "WRS", "WRITEs to stream, 1..1000000 (default: 2000)", &iters_text},
-        {'b', "batch", "N", "WRs per ibv_post_send call, 1..64 (default: 1)", &batch_text},
+        {'l', "batch", "N", "WRs per ibv_post_send call, 1..64 (default: 1)", &batch_text},
     };
     const wb::Usage usage = {
         .synopsis = "[options]        server\n  ex11_1 [options] HOST   client: stream WRITEs, count the post calls",
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     const bool is_server = opt.args.empty();
     const uint32_t size = opt.given('s') ? static_cast<uint32_t>(wb::parse_range(size_text, "-s", 1, kMaxBytes)) : 64;
     const uint32_t n = opt.given('n') ? static_cast<uint32_t>(wb::parse_range(iters_text, "-n", 1, 1'000'000)) : 2000;
-    const uint32_t batch = opt.given('b') ? static_cast<uint32_t>(wb::parse_range(batch_text, "-b", 1, kDepth)) : 1;
+    const uint32_t batch = opt.given('l') ? static_cast<uint32_t>(wb::parse_range(batch_text, "-l", 1, kDepth)) : 1;
 
     wb::Context ctx = wb::open_device(opt.device);
     const wb::PortAddress addr = wb::choose_address(ctx.get(), opt.ib_port, opt.gid_index);
@@ -124,8 +124,7 @@ int main(int argc, char** argv) {
             ++posted;
         }
         ibv_wc wc[16];
-        const int got = ibv_poll_cq(cq.get(), 16, wc);
-        if (got < 0) wb::fail("ibv_poll_cq failed");
+        const int got = CHECK_POLL(ibv_poll_cq(cq.get(), 16, wc));
         for (int i = 0; i < got; ++i) {
             wb::check_wc(wc[i], "a WRITE of the stream");
             completed = std::max(completed, wc[i].wr_id);

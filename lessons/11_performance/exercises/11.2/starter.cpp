@@ -61,8 +61,7 @@ void wait_for_recv(ibv_cq* cq, int timeout_s) {
     const int64_t deadline = now_ns() + int64_t{timeout_s} * 1'000'000'000;
     for (unsigned spins = 0;; ++spins) {
         ibv_wc wc;
-        const int n = ibv_poll_cq(cq, 1, &wc);
-        if (n < 0) wb::fail("ibv_poll_cq failed");
+        const int n = CHECK_POLL(ibv_poll_cq(cq, 1, &wc));
         if (n == 1) {
             wb::check_wc(wc, "the ping-pong");
             if (wc.opcode == IBV_WC_RECV) return;
