@@ -36,8 +36,9 @@ def lesson_files(folder):
 
 
 def introduced(text):
-    """The names listed in the header's "Verbs it introduces" block: from that line to the
-    first comment line that is empty, or the first line that is not a comment."""
+    """The names listed in the header's "Verbs it introduces" block: that line and the
+    indented comment lines below it (a line that is not "//" and two spaces ends it:
+    an empty comment line, a new heading such as "// Verbs from earlier lessons", code)."""
     names, inside = [], False
     for line in text.splitlines():
         if not inside:
@@ -45,7 +46,7 @@ def introduced(text):
             if inside:
                 names += NAME.findall(line.split("Verbs it introduces", 1)[1])
             continue
-        if not line.startswith("//") or line.strip() == "//":
+        if not line.startswith("//  "):
             break
         names += NAME.findall(line)
     return list(dict.fromkeys(names))
