@@ -138,6 +138,7 @@ line_after() {
 
 @test "misuse is a one-line usage error: --fork-safe with a HOST, -s on a client, a bad -s, an empty MESSAGE" {
   run -2 --separate-stderr rx ./lesson19 --fork-safe 127.0.0.1
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [ "${#stderr_lines[@]}" -eq 1 ]
   assert_equal "$stderr" "lesson19: --fork-safe runs steps 3 and 4 alone: it takes no HOST (see lesson19 -h)"
   run -2 --separate-stderr rx ./lesson19 -s 1048576 127.0.0.1
