@@ -36,11 +36,14 @@ void qp_to_rtr(ibv_qp* qp, const PortAddress& a, const PeerInfo& peer, uint8_t r
 // requests we may have outstanding at the peer (max_rd_atomic).
 void qp_to_rts(ibv_qp* qp, uint32_t psn, uint8_t rd_atomic = 1);
 
-// How long an RC QP with qp_to_rts's values keeps resending an unacknowledged
-// request before its completion says IBV_WC_RETRY_EXC_ERR: 7 tries (retry_cnt
-// 6) x 67 ms (timeout 14) = 0.47 s, measured 0.48 s on an idle rxe and up to
-// 1.5 s in the lab on a loaded two-core host; 3 s leaves room for both.
-inline constexpr std::chrono::milliseconds kRetriesGiveUp{3000};
+// How long to wait, once the peer is known gone (its TCP connection closed),
+// for our QP's own word on a request in flight: an RC QP with qp_to_rts's
+// values resends an unacknowledged request 7 times (retry_cnt 6) x 67 ms
+// (timeout 14) = 0.47 s before its completion says IBV_WC_RETRY_EXC_ERR;
+// measured 0.48 s on an idle rxe, 1.5 s in the lab on a loaded two-core host
+// and 4.2 s on a slower one (2026-12-04). 10 s holds on a host twice as slow
+// again, and costs nothing when the retries run out: the status ends the wait.
+inline constexpr std::chrono::milliseconds kRetriesGiveUp{10000};
 
 // The QP's current state, as ibv_query_qp reports it (exercise 3.1 watches
 // it change).

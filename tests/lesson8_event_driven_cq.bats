@@ -167,15 +167,16 @@ counts_of() {
 
 @test "a client whose server closes the connection after the exchange says so, and waits only for its QP's last word" {
   # The fake server names a QP that does not exist, says RTR! and closes: the
-  # client notices the close, gives its QP the retries' time (at most 3 s), and
-  # reports the SEND's own status, 12, instead of waiting out --timeout.
+  # client notices the close, gives its QP the retries' time (at most 10 s,
+  # wb::kRetriesGiveUp), and reports the SEND's own status, 12, instead of
+  # waiting out --timeout (60 s here, so that the two cannot be confused).
   start_fake_server rtr-close
   SECONDS=0
-  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 10 127.0.0.1 2 3
+  run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 60 127.0.0.1 2 3
   assert_failure 1
-  ((SECONDS < 5)) # the closed connection and 7 tries of 67 ms, not the 10 s timeout
+  ((SECONDS < 45)) # the close, then at most 10 s for status 12: never the 60 s timeout
   assert_line "client: sent 1 request: 2 + 3"
-  assert_line "client: the server 127.0.0.1:$PORT closed the connection; waiting 3000 ms for our QP's last word"
+  assert_line "client: the server 127.0.0.1:$PORT closed the connection; waiting 10000 ms for our QP's last word"
   refute_line --partial "result: "
   # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]}" "lesson8: the SEND of a request completed with status transport retry counter exceeded (12, IBV_WC_RETRY_EXC_ERR, vendor_err 0)"
