@@ -51,7 +51,7 @@ start_fake_server() {
   assert_line --partial "-u, --ack-timeout=EXP client: ACK timeout 4.096 us * 2^EXP, 1..31 (default: 14 = 67 ms)"
   assert_line --partial "    --retry=N         client: retry_cnt, resends one WRITE may need, 0..7 (default: 6;"
   assert_line --partial "(default: 18515)"
-  assert_line --partial "scripts/lab.sh pair --netem-a 'loss 1%'"
+  assert_line --partial "scripts/lab.sh pair --netem-b 'loss 1%'"
 }
 
 @test "misuse is one line on stderr and exit 2: a client option on the server, a bad MTU, retry_cnt 8, the old -a and -r, two hosts" {

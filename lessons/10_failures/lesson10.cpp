@@ -34,6 +34,7 @@
 //     the port's counters: /sys/class/infiniband/DEV/ports/N/hw_counters/* (wb::PortCounters)
 // Verbs from earlier lessons, called in failures.hpp: ibv_alloc_pd, ibv_create_cq,
 //     ibv_create_qp (run), ibv_reg_mr (register_buffer), ibv_post_recv, ibv_post_send;
+//     here: ibv_query_gid_ex (lesson 1; gid takes a GID of the other family);
 //     through common/: ibv_poll_cq (wb::try_poll, wb::poll_completion, wb::poll_success),
 //     ibv_query_qp (wb::query_state), RESET -> INIT (wb::qp_to_init, lesson 3)
 //

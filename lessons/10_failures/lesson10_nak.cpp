@@ -25,7 +25,8 @@
 // Verbs it introduces:
 //     ibv_reg_mr's access flags and ibv_modify_qp's qp_access_flags, each
 //         refusing an operation the other allows (failures.hpp's
-//         register_buffer and connect_qp, with the access each scenario gives)
+//         register_buffer, and connect_qp's RESET -> INIT through
+//         wb::qp_to_init, common/qp.hpp, with the access each scenario gives)
 //     the receive's length against the SEND's; a list of three work requests
 //         in one ibv_post_send (here, flush), the first failing and the rest flushed
 // Verbs from earlier lessons: as lesson10.cpp's header lists them, in

@@ -29,7 +29,10 @@
 //     IBV_SEND_INLINE and ibv_qp_init_attr.cap.max_inline_data
 //     unsignaled work requests (send_flags without IBV_SEND_SIGNALED)
 //     a post list: ibv_send_wr.next chains several WRs into one ibv_post_send
-//     ibv_query_device: max_qp_wr, max_qp_rd_atom
+//     ibv_query_device: max_qp_wr, max_qp_rd_atom, max_qp_init_rd_atom
+//     (inline_bytes creates and destroys trial QPs to learn max_inline_data;
+//     the server's ibv_query_qp with IBV_QP_RQ_PSN checks that every message
+//     arrived, expected_psn)
 //
 // Read more: man ibv_post_send (IBV_SEND_INLINE, IBV_SEND_SIGNALED), man ibv_create_qp (max_inline_data),
 // man clock_gettime; perftest's src/perftest_resources.c and perftest_parameters.c (print_report_lat,

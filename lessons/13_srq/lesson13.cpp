@@ -10,9 +10,10 @@
 // The server does not re-post a receive per request. It arms the SRQ's
 // limit (ibv_modify_srq, srq_limit L): when fewer than L receives are left,
 // the device raises IBV_EVENT_SRQ_LIMIT_REACHED, an ASYNCHRONOUS event read
-// from the device context's own fd with ibv_get_async_event. The server then
-// arms the limit again, refills the SRQ, and acknowledges the event
-// (ibv_ack_async_event): the event fires once per arming. While the SRQ is empty, a
+// from the device context's own fd with ibv_get_async_event and acknowledged
+// at once (ibv_ack_async_event). Once the completions of the receives it
+// announced are in, the server arms the limit again and refills the SRQ:
+// the event fires once per arming. While the SRQ is empty, a
 // client's SEND is answered with an RNR NAK and resent (lesson 4's RNR): a
 // wait, not an error. Each client sends its N requests in one burst, so the
 // SRQ does run low; docs/lesson13-srq.md measures the RNR NAKs.
@@ -38,7 +39,10 @@
 // Verbs from earlier lessons, called here as they taught them: ibv_query_device
 // (lesson 1), ibv_alloc_pd, ibv_create_cq, ibv_reg_mr (lesson 2), ibv_create_qp
 // (lesson 3), ibv_post_recv, ibv_post_send, ibv_poll_cq (lesson 4), post lists
-// (lesson 11); the QP transitions through common/qp.hpp (lesson 3's, by hand).
+// (lesson 11), ibv_modify_qp to ERR (drop, lesson 10); the QP transitions
+// through common/qp.hpp (lesson 3's, by hand). The client waits for its
+// completions with wb::poll_success (common/completion.hpp: lesson 3's
+// ibv_poll_cq loop); the server polls its shared CQ itself (step 7a).
 //
 // Read more: man ibv_create_srq, man ibv_modify_srq, man ibv_post_srq_recv,
 // man ibv_get_async_event; docs/lesson13-srq.md (diagram, the receive-memory

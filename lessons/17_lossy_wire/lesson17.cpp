@@ -18,7 +18,7 @@
 // you see, on a real deployment, that the fabric drops packets.
 //
 // The cable and its loss live in the lab, not here: scripts/lab.sh pair
-// --netem-a 'loss 1%' ... drops 1% of guest a's frames (docs/lab.md).
+// --netem-b 'loss 1%' ... drops 1% of guest b's frames, the client's (docs/lab.md).
 //
 // Run it on one host (two terminals; rxe's loopback has no cable, so no loss):
 //     ./lesson17                  server: a 64 KiB buffer for the client to write
@@ -27,9 +27,12 @@
 // sides take -d DEV -i PORT -g GID_INDEX -p TCP_PORT --timeout SECS (./lesson17 -h).
 //
 // Verbs it introduces (all seen before; here their knobs matter):
-//     ibv_modify_qp to RTR with path_mtu, to RTS with timeout and retry_cnt
+//     ibv_modify_qp to RTR with path_mtu (through wb::qp_to_rtr, common/qp.hpp;
+//         read back with ibv_query_qp), to RTS with timeout and retry_cnt (the
+//         client's, by hand in step 7)
 //     ibv_post_send with many IBV_WR_RDMA_WRITEs in flight
-//     ibv_poll_cq: IBV_WC_RETRY_EXC_ERR, and the IBV_WC_WR_FLUSH_ERR behind it
+//     ibv_poll_cq: IBV_WC_RETRY_EXC_ERR (the program stops at that first failure;
+//         the IBV_WC_WR_FLUSH_ERR of the WRITEs behind it is the page's)
 //
 // Read more: man ibv_modify_qp (timeout, retry_cnt), man ibv_post_send,
 // man ibv_poll_cq, man tc-netem; docs/lesson17-lossy-wire.md (go-back-N on
@@ -89,7 +92,7 @@ int main(int argc, char** argv) {
         .synopsis = "[options]         server: offer a buffer, report what the stream did\n"
                     "  lesson17 [options] HOST    client: stream RDMA WRITEs into it, print the throughput",
         .summary = "a lossy wire: a stream of RDMA WRITEs, go-back-N, and retry exhaustion",
-        .notes = "Lose packets on purpose between two lab guests: scripts/lab.sh pair --netem-a 'loss 1%' ...",
+        .notes = "Lose packets on purpose between two lab guests: scripts/lab.sh pair --netem-b 'loss 1%' ...",
     };
     const wb::Options opt = wb::parse_options(argc, argv, usage, extra);
     const bool is_server = opt.args.empty();
