@@ -213,9 +213,11 @@ std::string report_where() {
     // the netdev of each GID. A RoCE GID is an IP address of a netdev; a
     // netdev is in exactly one namespace, and only there can rdma_cm use it.
     int num = 0;
+    errno = 0;  // libibverbs sets it only for some of the reasons it finds none
     ibv_device** list = ibv_get_device_list(&num);
     if (list == nullptr || num == 0)
-        wb::fail("No RDMA devices: ibv_get_device_list found none from here (" + wb::errno_str(errno) + ")",
+        wb::fail(std::string("No RDMA devices: ibv_get_device_list found none from here") +
+                     (errno != 0 ? " (" + wb::errno_str(errno) + ")" : ""),
                  "in a container: is /dev/infiniband there (docker run --device=/dev/infiniband, a Kubernetes RDMA "
                  "device plugin)? in exclusive netns mode: was a device moved here (rdma dev set DEV netns NS)?");
     bool rxe = false;
