@@ -35,6 +35,7 @@ needs_before_7_1() {
   ! kernel_at_least 7.1 || fail "the lab runs $(guest_kernel): this file needs a kernel before 7.1 (tests/run.sh boots LAB_KERNEL=bookworm for it)"
 }
 
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by Bats' run --separate-stderr
 @test "across two namespaces the connect ends in UNREACHABLE (ETIMEDOUT) and the message names the cause and Linux 7.1" {
   needs_before_7_1
   start_server ./lesson18 --netns ns_a -p "$PORT" --timeout 15
@@ -49,7 +50,6 @@ needs_before_7_1() {
   assert_line "client: rdma_cm chose rxe_b port 1, GID ::ffff:$B_IP, to reach $A_IP"
   assert_line "cm event: RDMA_CM_EVENT_UNREACHABLE"
   refute_line --partial "result:"
-  # shellcheck disable=SC2154 # stderr_lines: set by Bats' run --separate-stderr
   assert_equal "${stderr_lines[0]}" "lesson18: expected RDMA_CM_EVENT_ESTABLISHED, got RDMA_CM_EVENT_UNREACHABLE (status -110, ETIMEDOUT (Connection timed out))"
   [[ ${stderr_lines[1]} == "lesson18: check: rxe on Linux 6."*" sends and receives RoCE (UDP 4791) only in the initial network namespace, and this process is in another; Linux 7.1 gives rxe a socket per namespace"* ]] ||
     fail "stderr: $stderr"
@@ -74,6 +74,7 @@ needs_before_7_1() {
   assert_output --partial ":4791"
 }
 
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by Bats' run --separate-stderr
 @test "exclusive mode: rdma dev set DEV netns is not supported for rxe before 7.1" {
   needs_before_7_1
   rx scripts/netns_pair.sh down
@@ -87,6 +88,7 @@ needs_before_7_1() {
   assert_equal "${stderr_lines[0]}" "lesson18: No RDMA devices: ibv_get_device_list found none from here"
 }
 
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by Bats' run --separate-stderr
 @test "without /dev/infiniband, as in a container started without the device, there are no RDMA devices (ENOENT)" {
   ((${#RX[@]})) || skip "mounts over /dev/infiniband: runs only in the lab"
   run --separate-stderr rx unshare -m bash -c 'mount -t tmpfs none /dev/infiniband && exec ./lesson18 --timeout 1'
@@ -121,6 +123,7 @@ needs_before_7_1() {
   assert_equal "$SERVER_STATUS" 0
 }
 
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by Bats' run --separate-stderr
 @test "--netns naming no namespace fails on its open, saying how to make one" {
   run --separate-stderr rx ./lesson18 --netns nosuch -p "$PORT" --timeout 1
   assert_failure 1
@@ -137,6 +140,7 @@ lesson18: check: is there a namespace of that name? (ip netns list; ip netns add
   assert_output --partial "--netns needs CAP_SYS_ADMIN (root); rxe across namespaces needs Linux 7.1 or later."
 }
 
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by Bats' run --separate-stderr
 @test "misuse prints one line on stderr and exits 2" {
   run --separate-stderr rx ./lesson18 --netns ../x
   assert_failure 2
