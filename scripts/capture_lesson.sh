@@ -59,6 +59,12 @@ fi
 }
 
 server_ip=192.0.2.1 client_ip=192.0.2.2 # documentation range: never leaves the guests
+# run.conf's capture=netns (lesson 18): one guest, two network namespaces
+# joined by a veth pair (scripts/netns_pair.sh), their addresses.
+netns=""
+if [[ $(run_text "$dir" capture) == netns ]]; then
+  netns=1 server_ip=198.51.100.1 client_ip=198.51.100.2
+fi
 opts=(--timeout 60)
 mapfile -t server_args < <(run_words "$dir" server)
 pcap=captures/lesson$n.pcap
@@ -73,7 +79,11 @@ fi
 
 mkdir -p captures
 rm -f "$pcap"
-echo "capture: lesson $n${scenario:+ scenario $scenario (./$program)}, server on guest a ($server_ip), client on guest b ($client_ip), wire -> $pcap"
+if [[ -n $netns ]]; then
+  echo "capture: lesson $n, server in namespace ns_a ($server_ip), client in ns_b ($client_ip), one guest, veth_a -> $pcap"
+else
+  echo "capture: lesson $n${scenario:+ scenario $scenario (./$program)}, server on guest a ($server_ip), client on guest b ($client_ip), wire -> $pcap"
+fi
 status=0
 # b's client starts once a's server has printed run.conf's ready= line, so
 # that it never knocks before the server listens (rdma_cm would reject it).
@@ -87,9 +97,26 @@ if [[ $cpus =~ ^[0-9]+$ ]] && ((cpus > $(nproc))); then cpus=$(nproc); fi
 # 16: trixie-backports, for ODP), else the lab's default.
 kernel=${LAB_KERNEL:-$(run_text "$dir" lab_kernel)}
 # lab.sh pair runs each side as a bash command line: quote every word.
-LAB_KERNEL=$kernel LAB_CPUS=${LAB_CPUS:-${cpus:-1}} scripts/lab.sh pair --pcap "$pcap" "${ready[@]}" \
-  --a "$(printf '%q ' "./$program" "${opts[@]}" "${server_args[@]}")" \
-  --b "$(printf '%q ' "./$program" "${opts[@]}" "${client_args[@]}")" || status=$?
+a_opts=() b_opts=()
+[[ -z $netns ]] || a_opts=(--netns ns_a) b_opts=(--netns ns_b)
+a_cmd=$(printf '%q ' "./$program" "${opts[@]}" "${a_opts[@]}" "${server_args[@]}")
+b_cmd=$(printf '%q ' "./$program" "${opts[@]}" "${b_opts[@]}" "${client_args[@]}")
+if [[ -n $netns ]]; then
+  # A lab of its own, up for this capture only; scripts/capture_netns.sh
+  # writes the pcap into its xfer folder, the one the guest may write.
+  lab_dir=$(mktemp -d)
+  trap 'LAB_UP_DIR=$lab_dir scripts/lab.sh down >/dev/null 2>&1; rm -rf "$lab_dir" "$lab_dir.lock"' EXIT
+  export LAB_UP_DIR=$lab_dir
+  LAB_KERNEL=$kernel LAB_CPUS=${LAB_CPUS:-${cpus:-1}} scripts/lab.sh up
+  xfer=$(scripts/lab.sh xfer)
+  scripts/lab.sh exec --timeout 300 -- scripts/capture_netns.sh "$xfer/wire.pcap" "$(run_text "$dir" ready)" \
+    "$a_cmd" "$b_cmd" || status=$?
+  # The guest wrote it: a plain file, or nothing (never follow a link it made).
+  if [[ -f $xfer/wire.pcap && ! -L $xfer/wire.pcap ]]; then cp -- "$xfer/wire.pcap" "$pcap"; fi
+else
+  LAB_KERNEL=$kernel LAB_CPUS=${LAB_CPUS:-${cpus:-1}} scripts/lab.sh pair --pcap "$pcap" "${ready[@]}" \
+    --a "$a_cmd" --b "$b_cmd" || status=$?
+fi
 echo
 if [[ ! -s $pcap ]]; then
   echo "capture_lesson.sh: no capture was written (lab exit status $status)" >&2

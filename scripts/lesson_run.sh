@@ -27,6 +27,10 @@
 #                                   make check skip the lesson with one line
 #   lab_kernel=trixie-backports     the LAB_KERNEL its capture's guests boot
 #                                   (docs/lab.md); LAB_KERNEL, if set, decides
+#   capture=netns                   its capture runs in one guest, the server in
+#                                   network namespace ns_a and the client in ns_b,
+#                                   joined by a veth pair (lesson 18:
+#                                   scripts/capture_netns.sh)
 # A value is split into words as the shell would: quotes group words, and
 # nothing is expanded or run. The scripts add -p PORT and --timeout.
 # shellcheck shell=bash

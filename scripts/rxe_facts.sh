@@ -14,6 +14,7 @@
 #   build/tests/rxe_facts mcast-attach         a group joined with ibv_attach_mcast alone
 #   ./lesson10, ./lesson10_nak (both sides)    each scenario's async events, both sides
 #   ./lesson11 (server and client, taskset)    send latency, busy polling and --events
+#   scripts/netns_facts.sh                     lesson 18 across two network namespaces
 # keeps each kernel's raw output in build/rxe-facts/KERNEL.txt and writes
 # docs/rxe.md from all of them (a kernel not measured this time keeps the
 # raw output it had). The lab has two vCPUs (lesson 11's numbers need
@@ -25,7 +26,7 @@ kernels=("$@")
 [[ ${#kernels[@]} -gt 0 ]] || kernels=(bookworm trixie trixie-backports)
 out=build/rxe-facts
 mkdir -p "$out" build/tests
-make -s lesson10 lesson10_nak lesson11 lesson15_probe build/libworkbook.a
+make -s lesson10 lesson10_nak lesson11 lesson15_probe lesson18 build/libworkbook.a
 g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-missing-field-initializers -Icommon \
   tests/helpers/rxe_facts.cpp build/libworkbook.a -libverbs -lrdmacm -o build/tests/rxe_facts
 
@@ -85,6 +86,8 @@ for kernel in "${kernels[@]}"; do
     echo "== lesson11"
     echo "host load (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
     scripts/lab.sh exec --timeout 300 -- bash -c "$lesson11_numbers" || true
+    echo "== netns"
+    scripts/lab.sh exec --timeout 300 -- scripts/netns_facts.sh || true
   } >"$out/$kernel.txt.tmp" 2>&1
   mv "$out/$kernel.txt.tmp" "$out/$kernel.txt"
   scripts/lab.sh down

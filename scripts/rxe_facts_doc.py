@@ -3,7 +3,7 @@
 
 DIR holds one KERNEL.txt per kernel measured (sections "== kernel",
 "== probe", "== retry7", "== rnr", "== window", "== srq-limit",
-"== mcast-attach", "== lesson10", "== lesson11"); the page is printed on
+"== mcast-attach", "== lesson10", "== lesson11", "== netns"); the page is printed on
 stdout.
 """
 import os
@@ -105,6 +105,13 @@ def main(folder):
     p('  workqueue (`rxe_wq`, rxe_task.c), whose kworker must first get a CPU, and')
     p('  both are held by the busy pollers. On completion events the pollers sleep')
     p(f'  and the kworker runs at once: there 6.12 and 7.3 take {ratios(seen, kernels, "events")} times 6.1\'s.')
+    p('- **network namespaces** ([lesson 18](lesson18-netns.md)): from 7.1 rxe opens')
+    p('  its UDP 4791 sockets in every namespace; before, only in the initial one, so')
+    p('  a process in another namespace resolves its address and route (its netdev')
+    p('  and GIDs are there) but its ConnectRequest never leaves the device: 6.1')
+    p('  reports `RDMA_CM_EVENT_UNREACHABLE` (ETIMEDOUT) within seconds, 6.12 no event')
+    p('  at all (lesson 18\'s `--timeout` ends the wait). Moving an rxe device into a')
+    p('  namespace (`rdma dev set DEV netns NS`, exclusive mode) works from 7.1 too.')
     p()
     for line in RETRY_CNT:
         p(line)
@@ -145,10 +152,17 @@ def main(folder):
         ('lesson10', 'Lesson 10: each scenario\'s async events and result, server and client on one host'),
         ('lesson11', 'Lesson 11: send latency, 1000 round trips, two vCPUs (busy polling: a vCPU each; '
                      '`--events`: both on vCPU 0)'),
+        ('netns', 'Network namespaces'),
     )
     for section, title in sections_shown:
         p(f'## {title}')
         p()
+        if section == 'netns':
+            p('`scripts/netns_facts.sh` ([lesson 18](lesson18-netns.md)): two namespaces joined by a veth')
+            p('pair with an rxe device on each end (`scripts/netns_pair.sh`), lesson 18\'s sum between')
+            p('them in shared mode, then exclusive mode: its refusal while namespaces exist, moving')
+            p('a device, what a namespace lists, the sum again.')
+            p()
         for k in kernels:
             p(f'{k} ({version[k]}):')
             p()
@@ -245,6 +259,19 @@ def srq_order(lines):
     return ' / '.join(f + ' first' for f in firsts) if len(firsts) == 2 else '?'
 
 
+def netns_sum(m):
+    """Lesson 18's client across two namespaces, short: its result, its event, or its wait."""
+    text = m.group(1)
+    got = re.search(r'got (RDMA_CM_EVENT_\w+) \(status -?\d+, (E\w+)', text)
+    when = re.search(r'\(after (\S+ s)\)$', text)
+    if got:
+        return f'{got.group(1)} ({got.group(2)}) after {when.group(1) if when else "?"}'
+    waited = re.search(r'no rdma_cm event within (\d+ s)', text)
+    if waited:
+        return f'no CM event within {waited.group(1)}'
+    return re.sub(r' \(after .*\)$', '', text)
+
+
 def summary(seen, kernels, features, results, limits):
     """The facts at a glance: one row each, one short value per kernel."""
     def grab(k, section, pattern, fmt=lambda m: m.group(1)):
@@ -285,6 +312,12 @@ def summary(seen, kernels, features, results, limits):
         ('on-demand paging (ODP)', lambda k: features.get(('on-demand paging (ODP)', k), '?')),
         ('max_inline_data', lambda k: limits.get(('max_inline_data', k), '?')),
         ('`./lesson15_probe`: features', lambda k: results.get(k, '?')),
+        ('rxe\'s UDP 4791 sockets: initial namespace / another',
+         lambda k: grab(k, 'netns', r'^udp4791: initial (\d+), ns_a (\d+)', lambda m: f'{m.group(1)} / {m.group(2)}')),
+        ('lesson 18 across two namespaces (shared mode): the client',
+         lambda k: grab(k, 'netns', r'^sum-shared: (?:lesson18: )?(.*)$', netns_sum)),
+        ('`rdma dev set DEV netns NS` (exclusive mode)',
+         lambda k: grab(k, 'netns', r'^dev-move: (?:error: )?(.*)$')),
         ('lesson 11: send lat 2 B typical, busy polling',
          lambda k: grab(k, 'lesson11', r'^busy: result: send lat 2 B: typical (\S+ us)')),
         ('lesson 11: send lat 2 B typical, `--events`',

@@ -41,6 +41,7 @@ shots='
 15      infiniband.bth.opcode == 4
 16      infiniband.bth.opcode == 10
 17:loss infiniband.aeth.syndrome.opcode == 3 && frame.time_relative > 0.09
+18      infiniband.bth.opcode == 100
 19      infiniband.bth.opcode == 11
 '
 # What the packet list shows: the RoCE packets and the TCP segments with data.

@@ -45,6 +45,16 @@ source scripts/lesson_run.sh
 out_dir=${CAPTURES_DIR:-docs/captures}
 server_ip=192.0.2.1 client_ip=192.0.2.2 # as scripts/capture_lesson.sh sets them
 
+# netns ITEM: true when the item's lesson captures in one guest between two
+# network namespaces (run.conf's capture=netns, lesson 18); then the two
+# addresses are scripts/netns_pair.sh's, as capture_lesson.sh sets them.
+# Either way it sets server_ip and client_ip for the item.
+netns() {
+  server_ip=192.0.2.1 client_ip=192.0.2.2
+  [[ $(run_text "$(lesson_dir "${1%%:*}")" capture) == netns ]] || return 1
+  server_ip=198.51.100.1 client_ip=198.51.100.2
+}
+
 misuse() {
   echo "shipped_captures.sh: $*" >&2
   exit 2
@@ -113,6 +123,11 @@ what_ran() {
   if [[ $1 == *:* ]]; then
     printf 'make capture LESSON=%s SCENARIO=%s (the scenario as lessons/%s/run.conf and %s.cpp define it)' \
       "$n" "${1#*:}" "${dir#lessons/}" "$(scenario_program "$dir" "$n" "${1#*:}")"
+  elif netns "$1"; then
+    server=$(run_words "$dir" server | xargs -r printf ' %q')
+    client=$(run_words "$dir" client "$server_ip" | xargs -r printf ' %q')
+    printf 'make capture LESSON=%s: in one guest, network namespace ns_a (%s) ran the server "./lesson%s --timeout 60 --netns ns_a%s", ns_b (%s) the client "./lesson%s --timeout 60 --netns ns_b%s"' \
+      "$n" "$server_ip" "$n" "$server" "$client_ip" "$n" "$client"
   else
     server=$(run_words "$dir" server | xargs -r printf ' %q')
     client=$(run_words "$dir" client "$server_ip" | xargs -r printf ' %q')
@@ -149,8 +164,9 @@ record() {
 
 # write ITEM PCAP: PCAP as ITEM's shipped pcapng, with its comments.
 write() {
-  local pcap=$2 dest marks=() frame first
+  local pcap=$2 dest marks=() frame first where="two qemu guests joined by a virtual cable (scripts/lab.sh pair)"
   dest=$(file "$1")
+  ! netns "$1" || where="one qemu guest, two network namespaces joined by a veth pair (scripts/netns_pair.sh), seen on the veth"
   # A packet comment on each retransmitted request, as the ladder finds them.
   while read -r frame first; do
     marks+=(-a "$frame:RETRANSMIT: this request's destination QP and PSN were first sent in frame $first")
@@ -166,7 +182,7 @@ write() {
     snap=(-s 160)
     cut=" Each frame is cut to its first 160 bytes (its headers; the lengths are the real ones) to keep the file small."
   fi
-  editcap -F pcapng "${snap[@]}" "${marks[@]}" --discard-capture-comment --capture-comment "RDMA Verbs Workbook, $(what_ran "$1"). Soft-RoCE (rxe) in two qemu guests joined by a virtual cable (scripts/lab.sh pair), recorded by make captures.$cut Open it with the RDMA-Workbook profile: docs/wireshark.md." \
+  editcap -F pcapng "${snap[@]}" "${marks[@]}" --discard-capture-comment --capture-comment "RDMA Verbs Workbook, $(what_ran "$1"). Soft-RoCE (rxe) in $where, recorded by make captures.$cut Open it with the RDMA-Workbook profile: docs/wireshark.md." \
     "$pcap" "$dest"
   printf '%-36s %3s RoCE packets, %s bytes\n' "$dest" "$(tshark -r "$dest" -Y infiniband 2>/dev/null | wc -l)" "$(stat -c %s "$dest")"
 }
@@ -186,6 +202,7 @@ check() {
 compare() {
   local dest
   dest=$(file "$1")
+  netns "$1" || true
   [[ -r $dest ]] || {
     echo "$1: no shipped capture $dest: run make captures"
     return 1

@@ -30,8 +30,8 @@ check_netns() {
     report OK netns "rdma system show: netns ${mode:-?}; $PROC_ROOT/self/ns/net is the initial network namespace"
   elif ! kernel_at_least 7 1; then
     report WARN netns "$PROC_ROOT/self/ns/net: $self, not the initial namespace ($init); rdma system show: netns ${mode:-?}; Linux $(uname -r)" \
-      "before Linux 7.1 rxe's UDP $ROCE_PORT socket lives only in the initial namespace (and since 6.15 hw_counters are hidden outside it): rdma_cm gives RDMA_CM_EVENT_ADDR_ERROR, RoCE packets never arrive" \
-      "run the lessons in the initial namespace (docker run --network host ...)"
+      "before Linux 7.1 rxe's UDP $ROCE_PORT socket lives only in the initial namespace (and since 6.15 hw_counters are hidden outside it): RoCE packets never leave, a connect ends in RDMA_CM_EVENT_UNREACHABLE (6.1) or no event at all (6.12)" \
+      "run the lessons in the initial namespace (docker run --network host ...), or boot Linux 7.1+ (docs/lesson18-netns.md)"
   else
     report OK netns "$PROC_ROOT/self/ns/net: $self, not the initial namespace; Linux $(uname -r) (7.1 or later) gives rxe a socket per namespace; rdma system show: netns ${mode:-?}"
   fi

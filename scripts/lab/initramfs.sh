@@ -4,8 +4,9 @@
 
 # Modules the guest needs, by name; the initramfs gets them and their
 # dependencies. 9p over virtio reaches the host's root; sch_netem is the
-# impaired cable of `lab.sh pair --netem-a`; the rest is RDMA.
-readonly GUEST_MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_net dummy virtio_console sch_netem
+# impaired cable of `lab.sh pair --netem-a`; veth joins lesson 18's two
+# network namespaces inside one guest; the rest is RDMA.
+readonly GUEST_MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_net dummy virtio_console sch_netem veth
     crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm rdma_cm ib_cm iw_cm"
 
 # The initramfs's /init: load what reaching the per-run share needs, then
