@@ -15,12 +15,12 @@ grade() {
     ex_fail "the server to print 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
     return
   fi
-  ex_run "$1" -p "$EX_PORT" --timeout 10 127.0.0.1 -w "$pattern"
+  ex_run "$1" -p "$EX_PORT" --timeout 10 127.0.0.1 --write "$pattern"
   ex_wait_server
 
   # The client: both operations succeeded, and the read-back is the pattern, then the server's own bytes.
   if ((EX_STATUS != 0)); then
-    ex_fail "the client (-w '$pattern') to WRITE it, READ back \"$expect\" and exit 0" \
+    ex_fail "the client (--write '$pattern') to WRITE it, READ back \"$expect\" and exit 0" \
       "exit status $EX_STATUS: $(ex_tail "$EX_OUT")"
     return
   fi

@@ -21,9 +21,9 @@ run_pair() {
 # check_refused WHERE STATUS: the client's first add failed with STATUS ("NAME (N"), the server's QP is ERR, counter 0.
 check_refused() {
   local where=$1 status=$2 got
-  got=$(ex_line "$EX_OUT" '^client: fetch_and_add #1: ' || ex_tail "$EX_OUT")
-  if [[ $got != "client: fetch_and_add #1: $status, "* ]]; then
-    ex_fail "with the server's --refuse $where: 'client: fetch_and_add #1: $status, ...)'" "$got"
+  got=$(ex_line "$EX_OUT" '^client: FETCH_AND_ADD: ' || ex_tail "$EX_OUT")
+  if [[ $got != "client: FETCH_AND_ADD: $status, "* ]]; then
+    ex_fail "with the server's --refuse $where: 'client: FETCH_AND_ADD: $status, ...)'" "$got"
     return
   fi
   if ((EX_STATUS != 1)) || ! ex_line "$EX_OUT" "^result: error: .*${status//(/\\(}\\)" >/dev/null; then
@@ -48,8 +48,8 @@ grade() {
   check_refused qp "IBV_WC_REM_INV_REQ_ERR (9" || return
   # 3. Neither refuses: lesson 7's adds.
   run_pair "$((EX_PORT + 2))" "$1" || return
-  if ((EX_STATUS != 0)) || ! ex_line "$EX_OUT" '^result: fetch_and_add old values: 0 1$' >/dev/null; then
-    ex_fail "without --refuse: 'result: fetch_and_add old values: 0 1' and exit status 0" \
+  if ((EX_STATUS != 0)) || ! ex_line "$EX_OUT" '^result: fetch_and_add old values: 0 1;' >/dev/null; then
+    ex_fail "without --refuse: 'result: fetch_and_add old values: 0 1; ...' and exit status 0" \
       "exit status $EX_STATUS: $(ex_tail "$EX_OUT")"
     return
   fi
