@@ -208,13 +208,22 @@ export -f tcp_send
   assert_line --regexp '^frame +time +source -> destination +packet$' # the ladder ran
 }
 
-@test "under sudo, capture_command.sh captures as root and runs the command as the user who called sudo (SUDO_USER)" {
+@test "under sudo, capture_command.sh captures as root, and runs the command and writes the pcap as the user who called sudo (SUDO_USER)" {
   [[ $(id -u) == 0 ]] || skip "needs root, as under sudo"
   id nobody >/dev/null 2>&1 || skip "no user nobody here"
-  SUDO_USER=nobody run -0 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/u.pcap" -- id -un
+  # The user's own folder, as under sudo: one that nobody owns, in /tmp
+  # (BATS_TEST_TMPDIR's parents are root's alone).
+  local own
+  own=$(mktemp -d /tmp/capture-sudo.XXXXXX)
+  chown nobody "$own"
+  SUDO_USER=nobody run -0 scripts/capture_command.sh -i lo -o "$own/u.pcap" -- id -un
+  local pcap_owner
+  pcap_owner=$(stat -c %U "$own/u.pcap")
+  rm -rf "$own"
   assert_line "capture_command.sh: running id as nobody (SUDO_USER); tshark captures as root"
   assert_line "nobody"
   refute_line "root"
+  assert_equal "$pcap_owner" nobody
 }
 
 @test "capture_command.sh keeps tshark's message when the capture fails, exit 1" {
