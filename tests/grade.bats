@@ -59,6 +59,7 @@ skipped_suffix() {
       head -n1 "$dir/README.md" | grep -qE "^# $n .+ \((extend|break and diagnose|measure)\)$" ||
         fail "$dir/README.md's first line is not '# $n Title (kind)'"
       head -n1 "$solution" | grep -q SPOILER || fail "the solution of $n does not say it is a spoiler"
+      ! grep -n "TODO" "$solution" || fail "the solution of $n still has a TODO marker (above)"
     done
     ((count >= 2)) || fail "$lesson has $count graded exercises; every lesson needs at least two"
   done
