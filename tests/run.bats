@@ -10,6 +10,16 @@ setup() {
   bats_load_library bats-assert
   cd "$BATS_TEST_DIRNAME/.." || return 1
   S=$BATS_TEST_TMPDIR
+  # The runs of tests/run.sh below bound their tiny suites' tests by 60 s,
+  # not by this test's own bound (360 s, which they would inherit). Seen once
+  # in a fresh-clone make check (2026-12-04): the third test waited out its
+  # 360 s, and passes in under a second alone. The likely cause, from
+  # reading bats-exec-test (not reproduced in 150 instant tests under load):
+  # Bats 1.8 starts a watchdog `sleep BATS_TEST_TIMEOUT &` per test, and a
+  # test that ends before the watchdog's subshell has set its trap leaves
+  # that sleep behind, holding the output pipe `run` reads to its end. With
+  # 60 s, such a stray costs at most 60 s, never the test.
+  export BATS_TEST_TIMEOUT=60
 }
 
 # suite NAME LINE...: write $S/NAME.bats, one argument a line. (Never a
