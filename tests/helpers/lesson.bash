@@ -128,6 +128,11 @@ test_port() {
 
 # Start a server in the background. fd 3 is closed so Bats does not wait on it.
 start_server() {
+  # Emptied here, before the server starts: the redirection below happens in
+  # the background job, and a wait_for_server_line that ran before it would
+  # read a previous server's lines in the same test.
+  : >"$SERVER_OUT"
+  : >"$SERVER_ERR"
   "${RX[@]}" "$@" >"$SERVER_OUT" 2>"$SERVER_ERR" 3>&- &
   SERVER_PID=$!
 }
