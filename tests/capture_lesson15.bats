@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# uses: pair
+# bats file_tags=pair
 # Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
 # for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
 # capture when none is up (bats tests/FILE.bats alone).

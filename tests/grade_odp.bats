@@ -1,6 +1,5 @@
 #!/usr/bin/env bats
-# uses: lab
-# kernel: trixie-backports
+# bats file_tags=lab,kernel:trixie-backports
 # tests/grade_odp.bats - lesson 16's graders proven both ways where they can
 # run: a device with on-demand paging. tests/run.sh boots a lab with
 # trixie-backports' kernel for this file (the "# kernel:" line); on the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 12: unreliable datagrams. The sum over UD QPs (./lesson12),
 # datagrams lost without a word (no receive posted, a wrong Q_Key), and
 # multicast fan-out (./lesson12_mcast), all run for real on an RDMA device

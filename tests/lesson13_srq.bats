@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 13: one shared receive queue (SRQ) serves several RC clients; the
 # server refills it when the SRQ limit event arrives. Server and clients run

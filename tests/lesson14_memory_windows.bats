@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 14: memory windows. The server grants one slot of its pool through a
 # window; the client READs and WRITEs inside it, READs across its end, tries

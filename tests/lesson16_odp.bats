@@ -1,6 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
-# kernel: trixie-backports
+# bats file_tags=rxe,kernel:trixie-backports
 #
 # Lesson 16: on-demand paging. The server exposes memory it never touched,
 # registered with IBV_ACCESS_ON_DEMAND under a 64 KiB memlock limit; the

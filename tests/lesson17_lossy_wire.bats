@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 17: a stream of RDMA WRITEs, the lesson whose wire loses packets.
 # Here it runs over rxe's loopback, which has no cable and so loses nothing:
 # the options, the misuse, a clean stream and its counters. The lossy cable

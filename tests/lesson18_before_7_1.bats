@@ -1,6 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
-# kernel: bookworm
+# bats file_tags=rxe,kernel:bookworm
 #
 # Lesson 18 on bookworm's Linux 6.1, where rxe's UDP 4791 socket lives only
 # in the initial network namespace: the same two namespaces as

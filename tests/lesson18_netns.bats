@@ -1,6 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
-# kernel: trixie-backports
+# bats file_tags=rxe,kernel:trixie-backports
 #
 # Lesson 18 across two network namespaces of one lab guest, on Linux 7.1 or
 # later, where rxe has a UDP 4791 socket in every namespace: tests/run.sh

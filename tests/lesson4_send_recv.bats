@@ -1,4 +1,4 @@
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 4: SEND/RECV, the sum demo. Server and client run for real on an RDMA
 # device (Soft-RoCE in the lab); fake peers play the misbehaving side.
 bats_require_minimum_version 1.5.0

@@ -1,4 +1,4 @@
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 5: RDMA WRITE with immediate. Server and client run for real on an
 # RDMA device (Soft-RoCE in the lab); -L and fake peers play the misbehaving side.
 bats_require_minimum_version 1.5.0

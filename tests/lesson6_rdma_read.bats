@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 6: the client RDMA-READs the server's text; the server's CPU takes no part.
 # The server and client run for real on the RDMA device (Soft-RoCE in the lab).

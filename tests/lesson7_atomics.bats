@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 7: clients FETCH_AND_ADD a counter in the server's memory and take a
 # COMPARE_AND_SWAP lock; the server prints the total. Server and clients run

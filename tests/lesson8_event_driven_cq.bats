@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 8: lesson 4's sum service, event-driven: a completion channel,
 # ibv_req_notify_cq, poll() on the channel's fd, ibv_get_cq_event and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # retry_cnt, and a peer that dies after RTS. Lessons 4-8's clients send to a QP that no
 # longer exists and must say so with IBV_WC_RETRY_EXC_ERR (12) once its tries
