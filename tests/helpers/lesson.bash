@@ -2,7 +2,7 @@
 # real RDMA device (Soft-RoCE in the lab, or this host's own device).
 #
 # In a suite:
-#   # runs-on: rxe            (first lines: tests/run.sh runs the file in the lab
+#   # bats file_tags=rxe      (its top: tests/run.sh runs the file in the lab
 #                              when this host has no RDMA device)
 #   setup() { load helpers/lesson; lesson_setup; }
 #   teardown() { lesson_teardown; }
@@ -19,6 +19,7 @@
 #   tcp_client NAME 'SCRIPT'               a raw client of $PORT (SCRIPT writes to fd 5)
 #   run rx CMD...                          runs CMD where the RDMA device is (see rx)
 #   rx_sh 'SCRIPT' [ARGS...]               a bash script there: rx bash -c SCRIPT
+#   counter NAME                           the port's counter NAME (hw_counters), e.g. rcvd_pkts
 #
 # Ports: each test gets its own TCP port $PORT, and may also use $PORT + 1;
 # nothing else in the suites uses these. The port is 20000 + 250 x (the
@@ -47,6 +48,13 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
 RX=()
 rx() { "${RX[@]}" "$@"; }
 rx_sh() { rx bash -c "$@"; }
+
+# counter NAME: port 1's counter NAME (rxe's hw_counters), e.g. rcvd_pkts.
+counter() {
+  local file="/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1" value
+  value=$(rx cat "$file") || fail "$RDMA_DEV has no counter $1 in ${file%/*} (rxe has it)"
+  echo "$value"
+}
 
 # Where the device is: on this host, or in the lab (then RX is set). On
 # failure RX_WHY says why. tests/run.sh, which has brought the lab up,
