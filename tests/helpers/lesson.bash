@@ -22,10 +22,11 @@
 #   counter NAME                           the port's counter NAME (hw_counters), e.g. rcvd_pkts
 #
 # Ports: each test gets its own TCP port $PORT, and may also use $PORT + 1;
-# nothing else in the suites uses these. The port is 20000 + 250 x (the
+# nothing else in the suites uses these. The port is 20000 + 128 x (the
 # file's place among tests/*.bats) + 2 x (the test's number in its file):
 # distinct for every test of every file, without RANDOM, and below 32768,
-# where Linux's ephemeral ports begin (so no client's source port takes it).
+# where Linux's ephemeral ports begin (so no client's source port takes it):
+# room for 99 files of up to 63 tests.
 # The variables this file sets (PORT, RDMA_DEV, SERVER_STATUS ...) are read by the suites.
 # shellcheck disable=SC2034
 bats_load_library bats-support
@@ -126,8 +127,8 @@ test_port() {
   for i in "${!files[@]}"; do
     if [[ ${files[$i]##*/} == "$file" ]]; then index=$i; fi
   done
-  port=$((20000 + 250 * index + 2 * BATS_TEST_NUMBER))
-  if ((BATS_TEST_NUMBER >= 125 || port + 1 >= 32768)); then
+  port=$((20000 + 128 * index + 2 * BATS_TEST_NUMBER))
+  if ((BATS_TEST_NUMBER >= 64 || port + 1 >= 32768)); then
     echo "test_port: test $BATS_TEST_NUMBER of $file (file $index) has no port of its own below 32768" >&2
     return 1
   fi
