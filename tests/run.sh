@@ -46,8 +46,8 @@
 # - The lessons and unit programs are rebuilt first (make all units), so a
 #   stale ./lessonN is never tested; a failed build stops the run (exit 2).
 # - Nothing hangs: every test is bounded by BATS_TEST_TIMEOUT (default 120 s
-#   for rxe and guest suites, whose lessons wait at most 30 s; 600 s for lab
-#   suites, one of whose tests grades every exercise, over 360 s on a loaded
+#   for rxe and guest suites, whose lessons wait at most 30 s; 600 s in the
+#   second lab, where one test grades every exercise, over 360 s on a loaded
 #   two-core host; 360 s for the others, whose tests boot whole lab guests),
 #   every file by the sum of its tests' bounds plus 120 s, and each step by
 #   the sum of its files' bounds. Set BATS_TEST_TIMEOUT to override them all.
