@@ -5,11 +5,12 @@
 #   scripts/check_kernels.sh [KERNEL...]   default: trixie trixie-backports
 #   make check-kernels                     the same; KERNELS=trixie for one
 #
-# For each KERNEL: LAB_KERNEL=KERNEL tests/run.sh on tests/lesson*_*.bats,
-# tests/retry_exceeded.bats and tests/tour.bats (CHECK_KERNELS_SUITES names
-# others), in labs of their own: the first brought up here in a temporary
-# LAB_UP_DIR (a lab you have up is not touched), the second by tests/run.sh
-# for lesson 11 and the tour, as in make check. Each run's output is shown
+# For each KERNEL: LAB_KERNEL=KERNEL tests/run.sh on the lessons' suites
+# (those tagged rxe: `# bats file_tags=rxe`) and tests/tour.bats
+# (CHECK_KERNELS_SUITES names others), in labs of their own: the first
+# brought up here in a temporary LAB_UP_DIR (a lab you have up is not
+# touched), the second by tests/run.sh for lesson 11 and the tour, as in
+# make check; a suite tagged kernel:K keeps its kernel. Each run's output is shown
 # as it comes; at the end one line per kernel with its counts and time, then
 #   check-kernels: N passed, N failed, N skipped
 # Exit status 0 when nothing failed on any kernel, 1 otherwise, 2 misuse.
@@ -17,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 kernels=("$@")
@@ -34,7 +35,8 @@ done
 if [[ -n ${CHECK_KERNELS_SUITES:-} ]]; then
   read -r -a suites <<<"$CHECK_KERNELS_SUITES"
 else
-  suites=(tests/lesson*_*.bats tests/retry_exceeded.bats tests/tour.bats)
+  mapfile -t suites < <(grep -lE '^# bats file_tags=(.*,)? *rxe *(,.*)?$' tests/*.bats)
+  suites+=(tests/tour.bats)
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/check-kernels.XXXXXX")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Runs on the host; each capture boots a fresh pair of guests. Not a
-# "# uses: pair" suite: in a warm pair the SRQ ran dry less often than in the
+# suite tagged pair: in a warm pair the SRQ ran dry less often than in the
 # shipped capture (no RNR NAK), and the shipped-capture comparison failed.
 # make capture LESSON=13, and lesson 13 with two clients across two lab
 # guests: one SRQ at the server serves both clients' QPs, and the wire shows

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# lane: lab
+# bats file_tags=lane:lab
 # make capture LESSON=16: lesson 16 runs across two lab guests joined by a
 # virtual cable, both booted with trixie-backports' kernel (run.conf's
 # lab_kernel=, for rxe's on-demand paging). ODP does not change the wire:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
-# uses: pair
+# bats file_tags=pair
 # Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
-# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# for the suites tagged pair (LAB_PAIR_DIR), or two fresh guests per
 # capture when none is up (bats tests/FILE.bats alone).
 # Lesson 17 across two lab guests joined by a virtual cable, first clean
 # (make capture LESSON=17), then with netem dropping some of the client's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# lane: lab
+# bats file_tags=lane:lab
 # make capture LESSON=18: lesson 18 in ONE lab guest (trixie-backports'
 # Linux 7.3, run.conf's lab_kernel=), its server in network namespace ns_a
 # and its client in ns_b, joined by a veth pair (run.conf's capture=netns:

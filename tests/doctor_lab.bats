@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# lane: device
+# bats file_tags=lane:device
 # tests/doctor_lab.bats - scripts/doctor.sh against real breakages, in a lab
 # guest of its own (run on the host).
 #

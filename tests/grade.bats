@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# uses: lab
+# bats file_tags=lab
 # tests/grade.bats - `make grade` proves every grader right, both ways: the
 # untouched starters FAIL with what was expected, what happened and a hint;
 # the reference solutions PASS. Runs on the host; scripts/grade.sh builds the

@@ -1,9 +1,8 @@
 #!/usr/bin/env bats
-# uses: lab
-# kernel: trixie-backports
+# bats file_tags=lab,kernel:trixie-backports
 # tests/grade_odp.bats - lesson 16's graders proven both ways where they can
 # run: a device with on-demand paging. tests/run.sh boots a lab with
-# trixie-backports' kernel for this file (the "# kernel:" line); on the
+# trixie-backports' kernel for this file (its kernel: file tag); on the
 # default kernel tests/grade.bats sees them SKIP, with the kernel they need.
 
 bats_require_minimum_version 1.5.0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# lane: lab
+# bats file_tags=lane:lab
 # tests/lab_netem.bats: scripts/lab.sh pair --netem-a / --netem-b (and
 # LAB_NETEM_A / LAB_NETEM_B), the lossy cable of lesson 17, run on the
 # host. The misuse tests boot nothing; each of the others boots a pair.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 10: when RDMA fails. Every scenario runs for real on an RDMA device
 # (Soft-RoCE in the lab), server and client on one host; each test checks the
 # status the client's CQ reports, what the server's side saw, and the counter

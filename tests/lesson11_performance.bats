@@ -1,6 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
-# needs: two vCPUs
+# bats file_tags=rxe,vcpus:2
 # Lesson 11: latency and bandwidth, measured as perftest does. These tests
 # check what is measured and the shape of the output, never how fast: the
 # numbers of an emulated NIC on a shared machine mean nothing to a test.

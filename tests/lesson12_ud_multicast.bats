@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 12: unreliable datagrams. The sum over UD QPs (./lesson12),
 # datagrams lost without a word (no receive posted, a wrong Q_Key), and
 # multicast fan-out (./lesson12_mcast), all run for real on an RDMA device
@@ -9,24 +9,10 @@ bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
-
-# A port counter of the device (rxe's hw_counters), e.g. rcvd_pkts.
-counter() {
-  local file="/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1" value
-  value=$(rx cat "$file") || fail "$RDMA_DEV has no counter $1 in ${file%/*} (rxe has it)"
-  echo "$value"
-}
-
-# A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.
-start_fake_server() {
-  local py=/usr/bin/python3
-  [ -x "$py" ] || py=python3
-  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
-  wait_for_server_line "fake peer listening" 10
-}
 
 @test "the client prints the sum the server sent back over UD, each datagram behind a 40-byte GRH" {
   start_server ./lesson12 -p "$PORT" --timeout 20
@@ -105,7 +91,7 @@ client_meets_a_stray() {
   # The stray and the fake client (which retries its connect) are started
   # first, so that the server meets its client at once.
   start_stray "$SERVER_OUT" 16 120
-  start_helper fake /usr/bin/python3 -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" client 12 192.0.2.1
+  start_helper fake "${FAKE_PEER[@]}" "$PORT" client 12 192.0.2.1
   start_server ./lesson12 -p "$PORT" --timeout 5
   wait_server 30
   assert_equal "$SERVER_STATUS" 1

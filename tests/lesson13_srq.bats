@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 13: one shared receive queue (SRQ) serves several RC clients; the
 # server refills it when the SRQ limit event arrives. Server and clients run
@@ -9,28 +9,10 @@ bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
-
-# A port counter of the device (hw_counters), e.g. send_rnr_err.
-counter() {
-  rx cat "/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1"
-}
-
-# A fake peer (tests/helpers/fake_peer.py) on $PORT, in the background.
-# The distribution's python3, -I -S: a version-manager shim costs seconds per start in the lab.
-start_fake() {
-  local py=/usr/bin/python3
-  [ -x "$py" ] || py=python3
-  start_helper fake "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
-  local i
-  for ((i = 0; i < 100; i++)); do
-    grep -q "fake peer" "$BATS_TEST_TMPDIR/fake.out" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  fail "the fake peer never started: $(cat "$BATS_TEST_TMPDIR/fake.out" "$BATS_TEST_TMPDIR/fake.err")"
-}
 
 # The IPv4 address in the server's GID (its "gid: index N ::ffff:A.B.C.D" line).
 server_ipv4() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 14: memory windows. The server grants one slot of its pool through a
 # window; the client READs and WRITEs inside it, READs across its end, tries
@@ -13,6 +13,7 @@ bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
@@ -146,10 +147,7 @@ start_hostile_against_server() {
 }
 
 @test "a client refuses a server of another lesson" {
-  local py=/usr/bin/python3
-  [[ -x $py ]] || py=python3
-  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" offer 6 0x7f0000001000 16
-  wait_for_server_line "fake peer listening" 10
+  start_fake_server offer 6 0x7f0000001000 16
   run --separate-stderr rx ./lesson14 -p "$PORT" --timeout 10 127.0.0.1
   assert_failure 1
   [[ $stderr == *"runs lesson 6, this is lesson 14"* ]] || fail "stderr: $stderr"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 15: the extended verbs. Lesson 4's sum, posted with ibv_wr_* and
 # polled with ibv_start_poll, runs for real on an RDMA device (Soft-RoCE in
 # the lab); the lesson's second program, ./lesson15_probe, prints a capability

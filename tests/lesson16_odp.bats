@@ -1,24 +1,24 @@
 #!/usr/bin/env bats
-# runs-on: rxe
-# kernel: trixie-backports
+# bats file_tags=rxe,kernel:trixie-backports
 #
 # Lesson 16: on-demand paging. The server exposes memory it never touched,
 # registered with IBV_ACCESS_ON_DEMAND under a 64 KiB memlock limit; the
 # client WRITEs and READs every page of it, twice. It runs for real on the
 # RDMA device: tests/run.sh boots a lab with trixie-backports' kernel for
-# this file (the "# kernel:" line), where rxe has ODP. On a device without
+# this file (its kernel: file tag), where rxe has ODP. On a device without
 # ODP (rxe before Linux 6.15) the server's refusal is what is tested, and
 # the tests that need ODP skip, each naming the kernel they need.
 bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
 
 # The device must page on demand (ibv_devinfo -v: general_odp_caps). In
-# the lab that is tests/run.sh's promise (this file's "# kernel:" line boots
+# the lab that is tests/run.sh's promise (this file's kernel: tag boots
 # trixie-backports for it), so a lab without ODP is a failure; only a
 # host's own device without ODP skips, saying why.
 needs_odp() {
@@ -26,14 +26,6 @@ needs_odp() {
   rx_sh 'ibv_devinfo -v -d "$1" | grep -A1 general_odp_caps: | grep -q ODP_SUPPORT' _ "$RDMA_DEV" && return 0
   ((${#RX[@]} == 0)) || fail "the lab's device has no on-demand paging: run this suite through tests/run.sh (it boots LAB_KERNEL=trixie-backports for it), or in a lab up with LAB_KERNEL=trixie-backports"
   skip "this host's device has no on-demand paging (rxe from Linux 6.15; in the lab: LAB_KERNEL=trixie-backports)"
-}
-
-# A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.
-start_fake_server() {
-  local py=/usr/bin/python3
-  [ -x "$py" ] || py=python3
-  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
-  wait_for_server_line "fake peer listening" 10
 }
 
 @test "the server reports the device's odp_caps, and refuses with the kernel it needs where they lack WRITE and READ" {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 17: a stream of RDMA WRITEs, the lesson whose wire loses packets.
 # Here it runs over rxe's loopback, which has no cable and so loses nothing:
 # the options, the misuse, a clean stream and its counters. The lossy cable
@@ -10,6 +10,7 @@ bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
@@ -31,14 +32,6 @@ stream() {
   wait_server 60
   output=$client_output
   status=$client_status
-}
-
-# A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.
-start_fake_server() {
-  local py=/usr/bin/python3
-  [ -x "$py" ] || py=python3
-  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
-  wait_for_server_line "fake peer listening" 10
 }
 
 @test "-h names every option with its default and exits 0" {

@@ -1,13 +1,12 @@
 #!/usr/bin/env bats
-# runs-on: rxe
-# kernel: bookworm
+# bats file_tags=rxe,kernel:bookworm
 #
 # Lesson 18 on bookworm's Linux 6.1, where rxe's UDP 4791 socket lives only
 # in the initial network namespace: the same two namespaces as
 # tests/lesson18_netns.bats (scripts/netns_pair.sh, made in setup, removed
 # in teardown), and what fails, as the program reports it. tests/run.sh
-# boots a lab of its own with bookworm's kernel for this file (the
-# "# kernel:" line), so the shared lab's devices are never touched. Then
+# boots a lab of its own with bookworm's kernel for this file (its
+# kernel: file tag), so the shared lab's devices are never touched. Then
 # the container's other walls (memlock, no /dev/infiniband), -h and misuse,
 # which are the same on every kernel.
 bats_require_minimum_version 1.5.0

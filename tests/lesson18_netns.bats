@@ -1,10 +1,9 @@
 #!/usr/bin/env bats
-# runs-on: rxe
-# kernel: trixie-backports
+# bats file_tags=rxe,kernel:trixie-backports
 #
 # Lesson 18 across two network namespaces of one lab guest, on Linux 7.1 or
 # later, where rxe has a UDP 4791 socket in every namespace: tests/run.sh
-# boots trixie-backports' kernel for this file (the "# kernel:" line).
+# boots trixie-backports' kernel for this file (its kernel: file tag).
 # scripts/netns_pair.sh makes ns_a (veth_a 198.51.100.1, rxe_a) and ns_b
 # (veth_b 198.51.100.2, rxe_b) for each test, and teardown removes them
 # (tests/helpers/netns_pair.bash). The same steps on 6.1, where they fail:

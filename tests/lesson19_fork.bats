@@ -1,4 +1,4 @@
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 19: fork() and registered memory. The server forks while the
 # client's RDMA WRITE is on its way (step 2), times fork() with a large
 # region (step 2), and starts itself in fork-safe mode for steps 3 and 4:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 1 lists devices, limits, ports and GIDs by hand with the verbs; its
 # numbers must be the ones `ibv_devinfo -v` prints for the same device.
 bats_require_minimum_version 1.5.0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 2 registers memory with least privilege and shows the rules by
 # trying them: what is refused, with which errno, and why.
 bats_require_minimum_version 1.5.0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 3 connects two RC QPs of one process by hand, RESET -> INIT -> RTR ->
 # RTS, shows the usual mistakes failing, sends one message, and tears down in order.
 bats_require_minimum_version 1.5.0

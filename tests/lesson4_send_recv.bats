@@ -1,23 +1,14 @@
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 4: SEND/RECV, the sum demo. Server and client run for real on an RDMA
 # device (Soft-RoCE in the lab); fake peers play the misbehaving side.
 bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
-
-# A fake server (tests/helpers/fake_peer.py: silent or garbage) on $PORT, in
-# the background. The distribution's python3 with -I -S: a version-manager
-# shim costs seconds per start in the lab.
-start_fake_server() {
-  local py=/usr/bin/python3
-  [ -x "$py" ] || py=python3
-  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
-  wait_for_server_line "fake peer listening" 10
-}
 
 # A fake client: connect to the server's TCP port and send the bytes of $1
 # (printf format), then hang up.

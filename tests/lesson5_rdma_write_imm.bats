@@ -1,10 +1,11 @@
-# runs-on: rxe
+# bats file_tags=rxe
 # Lesson 5: RDMA WRITE with immediate. Server and client run for real on an
 # RDMA device (Soft-RoCE in the lab); -L and fake peers play the misbehaving side.
 bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
@@ -104,10 +105,7 @@ teardown() { lesson_teardown; }
 }
 
 @test "a client whose server answers with garbage exits with a clear error" {
-  local py=/usr/bin/python3
-  [ -x "$py" ] || py=python3
-  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" garbage
-  wait_for_server_line "fake peer listening" 10
+  start_fake_server garbage
   run -1 --separate-stderr rx ./lesson5 -p "$PORT" --timeout 10 127.0.0.1 hi
   # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
   [[ "$stderr" == *"127.0.0.1:$PORT sent a malformed exchange message: not a workbook peer (bad magic)"* ]]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 6: the client RDMA-READs the server's text; the server's CPU takes no part.
 # The server and client run for real on the RDMA device (Soft-RoCE in the lab).
@@ -8,18 +8,10 @@ bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
-
-# A fake server (tests/helpers/fake_peer.py) on $PORT, in the background.
-# The distribution's python3, -I -S: a version-manager shim costs seconds per start in the lab.
-start_fake_server() {
-  local py=/usr/bin/python3
-  [ -x "$py" ] || py=python3
-  start_server "$py" -I -S "$REPO_ROOT/tests/helpers/fake_peer.py" "$PORT" "$@"
-  wait_for_server_line "fake peer listening" 10
-}
 
 # Assert that line $1 of the last `run --separate-stderr`'s stderr contains $2.
 assert_stderr_line() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 8: lesson 4's sum service, event-driven: a completion channel,
 # ibv_req_notify_cq, poll() on the channel's fd, ibv_get_cq_event and
@@ -10,28 +10,19 @@ bats_require_minimum_version 1.5.0
 
 setup() {
   load helpers/lesson
+  load helpers/fake_peer
   lesson_setup
 }
 teardown() { lesson_teardown; }
 
-# A fake lesson-8 peer on the TCP side channel (tests/helpers/fake_peer.py):
-# it trades a well-formed PeerInfo naming QP 0x123, which does not exist, at
-# this host's RoCE v2 address; as a server it adds the "RTR!" token. The
-# distribution's python3 with -I -S: a version-manager shim costs seconds per
-# start in the lab. Run directly, not in a function's subshell, so that the
-# PID teardown kills is python's own.
-FAKE_PEER=(/usr/bin/python3 -I -S "$BATS_TEST_DIRNAME/helpers/fake_peer.py")
-[[ -x /usr/bin/python3 ]] || FAKE_PEER[0]=python3
+# The fake lesson-8 peers (tests/helpers/fake_peer.bash, as MODE 8 IPV4)
+# trade a well-formed PeerInfo naming QP 0x123, which does not exist, at
+# this host's RoCE v2 address; as a server (rtr, rtr-close) the fake adds
+# the "RTR!" token.
 
 # The IPv4 address in this port's RoCE v2 GID (::ffff:a.b.c.d).
 roce_ipv4() {
   rx ibv_devinfo -v -d "$RDMA_DEV" -i 1 | sed -n 's/^\t*GID\[ *[0-9]*\]:\t*::ffff:\([0-9.]*\), RoCE v2$/\1/p' | head -n 1
-}
-
-# A fake server on $PORT: start_fake_server MODE (fake_peer.py: rtr, rtr-close).
-start_fake_server() {
-  start_server "${FAKE_PEER[@]}" "$PORT" "$1" 8 "$(roce_ipv4)"
-  wait_for_server_line "fake peer listening" 20
 }
 
 # The numbers of the "events: E, completions: C, empty events: X" line in $1.
@@ -130,11 +121,7 @@ counts_of() {
 @test "a server whose client goes silent after the exchange stops waiting after --timeout" {
   # The fake client starts first (Python is slow to start on a slow guest)
   # and connects as soon as the server listens.
-  start_helper fake "${FAKE_PEER[@]}" "$PORT" client 8 "$(roce_ipv4)"
-  for _ in $(seq 100); do
-    if grep -q "fake peer started" "$BATS_TEST_TMPDIR/fake.out"; then break; fi
-    sleep 0.1
-  done
+  start_fake client 8 "$(roce_ipv4)"
   start_server ./lesson8 -p "$PORT" --timeout 3
   wait_server 20
   assert_equal "$SERVER_STATUS" 1
@@ -170,7 +157,7 @@ counts_of() {
   # client notices the close, gives its QP the retries' time (at most 10 s,
   # wb::kRetriesGiveUp), and reports the SEND's own status, 12, instead of
   # waiting out --timeout (60 s here, so that the two cannot be confused).
-  start_fake_server rtr-close
+  start_fake_server rtr-close 8 "$(roce_ipv4)"
   SECONDS=0
   run --separate-stderr rx ./lesson8 -p "$PORT" --timeout 60 127.0.0.1 2 3
   assert_failure 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 9: lesson 4's sum service, connected with rdma_cm. Server and client
 # run for real on the RDMA device (Soft-RoCE in the lab). rdma_cm addresses

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # retry_cnt, and a peer that dies after RTS. Lessons 4-8's clients send to a QP that no
 # longer exists and must say so with IBV_WC_RETRY_EXC_ERR (12) once its tries
@@ -16,11 +16,6 @@ setup() {
   lesson_setup
 }
 teardown() { lesson_teardown; }
-
-# retry_exceeded_err: the port counter of requests that ran out of retries.
-retries_exceeded() {
-  rx cat "/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/retry_exceeded_err"
-}
 
 # die_after_go LESSON TOKEN SERVER_LINE CLIENT_ARGS...: start LESSON's server,
 # put the relay in front of it, run the client through the relay, and check
@@ -45,13 +40,13 @@ die_after_go() {
     grep -q "relay listening" "$BATS_TEST_TMPDIR/relay.out" && break
     sleep 0.1
   done
-  before=$(retries_exceeded)
+  before=$(counter retry_exceeded_err)
   # The client's end is stamped by the same clock as the relay's token.
   # shellcheck disable=SC2016 # expanded where the lessons run
   run --separate-stderr rx bash -c '"${@:2}"; s=$?; date +%s.%N >"$1"; exit $s' client "$BATS_TEST_TMPDIR/ended" "./$lesson" -p "$relay" --timeout 20 "$@"
   local ended
   ended=$(cat "$BATS_TEST_TMPDIR/ended")
-  after=$(retries_exceeded)
+  after=$(counter retry_exceeded_err)
   wait_helper relay 10
   # shellcheck disable=SC2154 # stderr: set by Bats' run --separate-stderr
   [[ -e $stamp ]] || fail "the relay wrote no stamp: $(cat "$BATS_TEST_TMPDIR/relay.out" "$BATS_TEST_TMPDIR/relay.err" 2>&1); the client said: $output $stderr"

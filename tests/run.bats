@@ -2,7 +2,7 @@
 # tests/run.sh, the runner behind `make check`: it counts skips apart, counts
 # the tests a broken file never ran as failed, and turns a hang into a
 # failure. Each test writes small suites into its own folder and runs
-# tests/run.sh on them (on this host: they have no "# runs-on: rxe").
+# tests/run.sh on them (on this host: they have no file tags).
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -94,4 +94,37 @@ make --no-print-directory -j2 all units"
 @test "a suite that does not exist is a usage error" {
   run -2 tests/run.sh "$S/nosuch.bats"
   assert_output "tests/run.sh: no such suite: $S/nosuch.bats"
+}
+
+@test "a suite's Bats file tags choose its lane: rxe the shared lab, lab and vcpus: or kernel: a second lab, none this host" {
+  suite lesson '# bats file_tags=rxe' '@test "t" { true; }'
+  suite grader '# bats file_tags=lab' '@test "t" { true; }'
+  suite busy '# bats file_tags=rxe,vcpus:2' '@test "t" { true; }'
+  suite odp '# bats file_tags=rxe, kernel:trixie-backports' '@test "t" { true; }'
+  suite capture '# bats file_tags=pair' '@test "t" { true; }'
+  suite device '# bats file_tags=guest' '@test "t" { true; }'
+  suite late '# bats file_tags=lane:device' '@test "t" { true; }'
+  suite unit '@test "t" { true; }'
+  run -0 tests/run.sh --lanes "$S"/{unit,late,device,capture,odp,busy,grader,lesson}.bats
+  # On a host with an RDMA device the lab suites share it, in the device lane.
+  local second=lab
+  ! compgen -G '/sys/class/infiniband/*' >/dev/null || second=device
+  assert_line "device rxe $S/lesson.bats"
+  assert_line "$second lab:2 $S/busy.bats"
+  assert_line "$second lab:1 $S/grader.bats"
+  assert_line "$second lab:1:trixie-backports $S/odp.bats"
+  assert_line "device lane:device $S/late.bats"
+  assert_line "lab guest $S/device.bats"
+  assert_line "host pair $S/capture.bats"
+  assert_line "host host $S/unit.bats"
+  assert_equal "${#lines[@]}" 8
+  # The tags are Bats' own: bats --filter-tags selects by the same lines.
+  run -0 bats --count --filter-tags rxe "$S"/*.bats
+  assert_output 3
+}
+
+@test "an unknown file tag is refused before anything is built or run" {
+  suite a '# bats file_tags=rxe,runs-on:rxe' '@test "passes" { true; }'
+  run -2 tests/run.sh "$S/a.bats"
+  assert_output "tests/run.sh: $S/a.bats: unknown file tag 'runs-on:rxe' (the tags are listed at the top of tests/run.sh)"
 }

@@ -2,56 +2,57 @@
 # tests/run.sh - build, run every Bats suite, and end with one line
 # "N passed, N failed, N skipped".
 #
-# Bats always runs on this host. Three kinds of suite, by a header line:
-# - "# runs-on: rxe": the lessons' suites. Their tests run the programs under
-#   test through one helper (rx, tests/helpers/lesson.bash): on this host's
-#   RDMA device when it has one, else in the Soft-RoCE lab that stays up
-#   (scripts/lab.sh up: brought up here if none is, and down again at the
-#   end). Bats' TMPDIR is then the lab's xfer folder, which both sides see.
-# - "# uses: lab": suites whose scripts bring up a lab themselves, or use
-#   the one that is up (make grade, make tour). Without a device here they
-#   get a second lab of their own (LAB_UP_DIR), so that they run beside the
-#   rxe suites without sharing a device with them. An rxe suite whose
-#   header also says "# needs: two vCPUs" (lesson 11: busy polling needs a
-#   CPU of its own) runs there too, first, in a boot with two vCPUs; the
-#   rest with one, as the first lab has (measured faster for the suites on
-#   2 host cores). An rxe suite whose header says "# kernel: K" (lesson 16:
-#   trixie-backports, for ODP) runs there too, in a boot of its own with
-#   LAB_KERNEL=K.
-# - "# uses: pair": suites whose `lab.sh pair` runs may go through a pair of
-#   guests that stays up for them (scripts/lab.sh up --pair, LAB_PAIR_DIR):
-#   two boots for all of them. The capture suites say it (lesson 16's, whose
-#   backports kernel the pair does not run, boots its own pair per capture).
-# - "# runs-on: lab-guest": suites that change the device itself (setup_rxe.sh
-#   up and down): Bats runs inside a throw-away guest of their own
-#   (scripts/lab.sh run), so that the shared lab's rxe0 is never touched.
-# Everything else runs on this host (the stubbed setup_rxe.sh tests, the
-# unit tests, the lab's own tests and the captures, which boot guests).
-#
-# What may run at the same time, in three lanes (a host suite may say
-# "# lane: device" or "# lane: lab" to run at the end of the first or
-# second lane instead of in the third, to even the lanes out: doctor_lab
-# and site, lab_netem and capture_lesson16, which boot guests of their own
-# or need none): the rxe suites one after another on one device, because several of them read device-wide counters
-# (lessons 4, 10, 12 and 13, retry_exceeded) that another suite's traffic
-# would move; the lab suites one after another on a second device (their
-# graders read counters too); and the host suites, then the lab-guest ones,
-# which boot guests of their own. On a host with an RDMA device, the rxe
-# and lab suites share it, so they run in one lane, one after another.
-#
 #   tests/run.sh                  every suite
 #   tests/run.sh tests/x.bats ... only these
+#   tests/run.sh --lanes [FILE...]  where each would run: "LANE STEP FILE"
+#
+# Where a suite runs is said by its Bats file tags, one line at its top
+# (`# bats file_tags=rxe,vcpus:2`). Bats itself runs on this host (but for
+# the tag guest); a suite with no tags runs there and needs nothing else.
+#   rxe        its tests run the programs through rx (tests/helpers/lesson.bash):
+#              on this host's RDMA device, else in the Soft-RoCE lab that
+#              stays up (brought up here if none is, down again at the end),
+#              with Bats' TMPDIR in the lab's xfer folder, which both sides see.
+#   lab        its scripts use a lab (make grade, make tour): it gets a second
+#              lab of its own (LAB_UP_DIR), so that it runs beside the rxe
+#              suites without sharing a device with them.
+#   vcpus:2    the lab it runs in has two vCPUs (lesson 11: busy polling needs
+#              a CPU of its own); the others get one, measured faster for the
+#              suites on 2 host cores, and a second opens races between a
+#              completion and the QP state it reports (exercise 5.2, rxe 6.1).
+#   kernel:K   the lab it runs in boots LAB_KERNEL=K (lesson 16: trixie-backports,
+#              for ODP). A suite tagged vcpus: or kernel: runs in a second
+#              lab, one boot per kind, as a lab suite does.
+#   pair       its `lab.sh pair` runs go through a pair of guests that stays
+#              up for all such suites (LAB_PAIR_DIR): two boots for all.
+#   guest      it changes the device itself (setup_rxe.sh up and down): Bats
+#              runs in a throw-away guest of its own (scripts/lab.sh run), so
+#              that the shared lab's rxe0 is never touched.
+#   lane:device, lane:lab  a host suite that boots its own guests or needs
+#              none, run at the end of that lane instead, to even the lanes.
+#
+# Three lanes run at the same time:
+#   device  the rxe suites, one after another on one device: several read
+#           device-wide counters (lessons 4, 10, 12, 13, retry_exceeded) that
+#           another suite's traffic would move; then lane:device.
+#   lab     the second lab's boots (vcpus:2, then one vCPU, then each
+#           kernel:K), their suites one after another (the graders read
+#           counters too); then guest, then lane:lab.
+#   host    the pair suites in their pair, then the suites with no tags.
+# On a host with an RDMA device the rxe and lab suites share it: all are in
+# the device lane, one after another.
 #
 # What it guarantees:
 # - The lessons and unit programs are rebuilt first (make all units), so a
 #   stale ./lessonN is never tested; a failed build stops the run (exit 2).
 # - Nothing hangs: every test is bounded by BATS_TEST_TIMEOUT (default 120 s
-#   for the device suites, whose lessons wait at most 30 s; 360 s for the
-#   host suites, whose tests boot whole lab guests), every file by the sum
-#   of its tests' bounds plus 120 s, and each lane by the sum of its files'
-#   bounds. Set BATS_TEST_TIMEOUT to override both defaults. A test that
-#   times out is a failure; a file cut short counts its missing tests as
-#   failed.
+#   for rxe and guest suites, whose lessons wait at most 30 s; 600 s in the
+#   second lab, where one test grades every exercise, over 360 s on a loaded
+#   two-core host; 360 s for the others, whose tests boot whole lab guests),
+#   every file by the sum of its tests' bounds plus 120 s, and each step by
+#   the sum of its files' bounds. Set BATS_TEST_TIMEOUT to override them all.
+#   A test that times out is a failure; a file cut short counts its missing
+#   tests as failed.
 # - Each file runs as its own Bats run and is checked against the number of
 #   @test lines it declares, so a failing setup_file or teardown_file cannot
 #   hide tests that never ran.
@@ -64,12 +65,11 @@ cd "$(dirname "$0")/.." || exit 2
 
 # BATS_TEST_TIMEOUT is used in arithmetic below, where bash would run a
 # command substitution hidden in it ('x[$(cmd)]'): a number, or exit 2.
-check_test_timeout() {
-  [[ -z ${BATS_TEST_TIMEOUT:-} || $BATS_TEST_TIMEOUT =~ ^[1-9][0-9]{0,5}$ ]] && return 0
+if [[ -n ${BATS_TEST_TIMEOUT:-} && ! $BATS_TEST_TIMEOUT =~ ^[1-9][0-9]{0,5}$ ]]; then
   echo "tests/run.sh: BATS_TEST_TIMEOUT must be a whole number of seconds, 1 to 999999, not '$BATS_TEST_TIMEOUT'" >&2
   exit 2
-}
-check_test_timeout
+fi
+given_timeout=${BATS_TEST_TIMEOUT:-}
 
 # The number of tests a file declares.
 declared_tests() { grep -cE '^@test ' "$1"; }
@@ -78,40 +78,84 @@ declared_tests() { grep -cE '^@test ' "$1"; }
 # setup_file, teardown_file and Bats itself.
 file_limit() { echo $((120 + $(declared_tests "$1") * BATS_TEST_TIMEOUT)); }
 
-# --each: run each file on its own, bounded; frame its output for count_file.
-run_each() {
-  local f status
+if [[ ${1:-} == --each ]]; then
+  shift
+  : "${BATS_TEST_TIMEOUT:?tests/run.sh --each needs BATS_TEST_TIMEOUT}"
+  export BATS_TEST_TIMEOUT
   for f in "$@"; do
     echo "#@ begin $f"
-    local started=$SECONDS
+    started=$SECONDS
     # timeout signals its whole process group: Bats, the test and what it started.
     timeout -k 10 "$(file_limit "$f")" bats --formatter tap "$f" </dev/null 2>&1
     status=$?
     echo "# $f took $((SECONDS - started)) s"
     echo "#@ end $f $status"
   done
-}
-
-if [[ ${1:-} == --each ]]; then
-  shift
-  : "${BATS_TEST_TIMEOUT:?tests/run.sh --each needs BATS_TEST_TIMEOUT}"
-  [[ $BATS_TEST_TIMEOUT =~ ^[1-9][0-9]*$ ]] || {
-    echo "tests/run.sh: BATS_TEST_TIMEOUT must be a whole number of seconds, not '$BATS_TEST_TIMEOUT'" >&2
-    exit 2
-  }
-  export BATS_TEST_TIMEOUT
-  run_each "$@"
   exit 0
 fi
 
+lanes_only=""
+[[ ${1:-} == --lanes ]] && lanes_only=1 && shift
 suites=("$@")
 [[ ${#suites[@]} -gt 0 ]] || suites=(tests/*.bats)
-for s in "${suites[@]}"; do
-  [[ -f $s ]] || {
-    echo "tests/run.sh: no such suite: $s" >&2
-    exit 2
+native=""
+compgen -G '/sys/class/infiniband/*' >/dev/null && native=1
+
+# step FILE: where FILE runs, from its file tags: rxe, lab:CPUS[:KERNEL],
+# pair, guest, host, lane:device or lane:lab.
+step() {
+  local kind=host cpus=1 kernel="" tag
+  [[ -f $1 ]] || {
+    echo "tests/run.sh: no such suite: $1" >&2
+    return 2
   }
-done
+  for tag in $(sed -n 's/^# bats file_tags=//p' "$1" | tr ',' ' '); do
+    case $tag in
+      rxe | lab | pair | guest | lane:device | lane:lab) kind=$tag ;;
+      vcpus:[1-9]) cpus=${tag#vcpus:} ;;
+      kernel:?*) kernel=:${tag#kernel:} ;;
+      *)
+        echo "tests/run.sh: $1: unknown file tag '$tag' (the tags are listed at the top of tests/run.sh)" >&2
+        return 2
+        ;;
+    esac
+  done
+  [[ $kind == lab || $cpus != 1 || -n $kernel ]] && kind=lab:$cpus$kernel
+  echo "$kind"
+}
+declare -A step_of
+for s in "${suites[@]}"; do step_of[$s]=$(step "$s") || exit 2; done
+
+# The steps of each lane, in the order they run.
+mapfile -t lab_steps < <(printf '%s\n' "${step_of[@]}" | grep '^lab:' | sort -u -t: -k2,2r -k3)
+device_lane=(rxe) lab_lane=("${lab_steps[@]}")
+[[ -z $native ]] || device_lane+=("${lab_steps[@]}") lab_lane=()
+device_lane+=(lane:device) lab_lane+=(guest lane:lab) host_lane=(pair host)
+
+# files STEP...: the suites of those steps, in the steps' order.
+files() {
+  local step s
+  for step; do
+    for s in "${suites[@]}"; do
+      [[ ${step_of[$s]} != "$step" ]] || echo "$s"
+    done
+  done
+}
+
+# lanes LANE STEP...: one line "LANE STEP FILE" for each suite of the steps.
+lanes() {
+  local lane=$1 step
+  shift
+  for step; do
+    files "$step" | sed "s|^|$lane $step |"
+  done
+}
+if [[ -n $lanes_only ]]; then
+  lanes device "${device_lane[@]}"
+  lanes lab "${lab_lane[@]}"
+  lanes host "${host_lane[@]}"
+  exit 0
+fi
 
 # Never test a stale binary: make rebuilds what is older than its sources.
 if ! make -q all units 2>/dev/null; then
@@ -121,27 +165,6 @@ if ! make -q all units 2>/dev/null; then
     exit 2
   fi
 fi
-
-host_suites=() device_suites=() lab_suites=() guest_suites=() pair_suites=() late_suites=() lab_late_suites=()
-for s in "${suites[@]}"; do
-  if grep -q '^# runs-on: rxe$' "$s" && grep -qE '^# (needs: two vCPUs|kernel: .+)$' "$s"; then
-    lab_suites+=("$s")
-  elif grep -q '^# runs-on: rxe$' "$s"; then
-    device_suites+=("$s")
-  elif grep -q '^# uses: lab$' "$s"; then
-    lab_suites+=("$s")
-  elif grep -q '^# uses: pair$' "$s"; then
-    pair_suites+=("$s")
-  elif grep -q '^# runs-on: lab-guest$' "$s"; then
-    guest_suites+=("$s")
-  elif grep -q '^# lane: device$' "$s"; then
-    late_suites+=("$s")
-  elif grep -q '^# lane: lab$' "$s"; then
-    lab_late_suites+=("$s")
-  else
-    host_suites+=("$s")
-  fi
-done
 
 passed=0 failed=0 skipped=0
 log=$(mktemp)
@@ -188,145 +211,90 @@ count_file() {
   failed=$((failed + notok))
 }
 
-# Run the files of group_files through CMD... (which runs
-# "tests/run.sh --each FILES"), show the output, and count each file.
+# run_group LABEL FILES CMD...: show LABEL, run CMD (the lane) showing its
+# output, and count each of the files named by the array FILES.
 run_group() {
   local label=$1 f
-  shift
-  echo "== $label"
+  declare -n group=$2
+  shift 2
+  echo "== $label: ${group[*]}"
   "$@" 2>&1 | tee "$log"
-  for f in "${group_files[@]}"; do count_file "$f"; done
+  for f in "${group[@]}"; do count_file "$f"; done
 }
 
-# The bound of a whole group: the sum of its files' bounds, plus 60 s, so
-# that each file's own timeout fires first (it lives in a process group of
-# its own, which the group's timeout would not reach).
+# group_limit FILE...: the bound of a group of files, the sum of their
+# bounds plus 60 s, so that each file's own timeout fires first (it lives in
+# a process group of its own, which the group's timeout would not reach).
 group_limit() {
   local total=60 f
-  for f in "$@"; do total=$((total + $(file_limit "$f"))); done
+  for f; do total=$((total + $(file_limit "$f"))); done
   echo "$total"
 }
 
-given_timeout=${BATS_TEST_TIMEOUT:-}
-if [[ -n $given_timeout && ! $given_timeout =~ ^[1-9][0-9]*$ ]]; then
-  echo "tests/run.sh: BATS_TEST_TIMEOUT must be a whole number of seconds, not '$given_timeout'" >&2
-  exit 2
-fi
-native=""
-compgen -G '/sys/class/infiniband/*' >/dev/null && native=1
-if [[ -n $native ]]; then
-  device_suites+=("${lab_suites[@]}")
-  lab_suites=()
-fi
-
-# The device lane: the rxe and lab suites, one file after another, Bats on
-# this host. Without a device here, in the lab that stays up. Prints TAP.
-run_device() {
-  export BATS_TEST_TIMEOUT=${given_timeout:-120}
-  if [[ -n $native ]]; then
-    timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
-    return
-  fi
-  each_in_lab "$@"
+# each SECONDS FILE...: tests/run.sh --each FILE..., each test bounded by
+# SECONDS (unless BATS_TEST_TIMEOUT was given), the whole by group_limit.
+each() {
+  local BATS_TEST_TIMEOUT=${given_timeout:-$1}
+  export BATS_TEST_TIMEOUT
+  shift
+  timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
 }
 
-# each_in_lab FILE...: the files, Bats here, their programs in the lab that
-# is up (LAB_UP_DIR's, if set): Bats' TMPDIR in its xfer folder, which the
-# guest sees too, and the device found once, here, not once per test.
-each_in_lab() {
+# in_lab SECONDS FILE...: each, with the programs in the lab that is up
+# (LAB_UP_DIR's, if set): Bats' TMPDIR in its xfer folder, which the guest
+# sees too, and the device found once, here, not once per test.
+in_lab() {
   local xfer dev
   xfer=$(scripts/lab.sh xfer)
   dev=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }')
-  TMPDIR=$xfer LAB_XFER=$xfer RDMA_DEV=$dev \
-    timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
+  TMPDIR=$xfer LAB_XFER=$xfer RDMA_DEV=$dev each "$@"
 }
 
-# The host suites marked "# lane: device", after the device lane's: the
-# lanes end closer together.
-run_late() { run_own_guests "${late_suites[@]}"; }
-
-# run_own_guests FILE...: host suites, with the host suites' bound; never in
-# a lab of this run (run_lab exports LAB_UP_DIR in the lab lane): the guests
-# they need, they boot themselves.
-run_own_guests() {
-  (($#)) || return 0
-  # The bound of the group is computed with the same per-test bound the
-  # tests get (run alone, no earlier lane has set one).
-  local BATS_TEST_TIMEOUT=${given_timeout:-360}
-  export BATS_TEST_TIMEOUT
-  env -u LAB_UP_DIR timeout -k 10 "$(group_limit "$@")" tests/run.sh --each "$@"
-}
-
-# The host lane: the pair suites in a pair that stays up, the host suites,
-# then those that bring their own guest.
-run_host() {
-  export BATS_TEST_TIMEOUT=${given_timeout:-360}
-  if ((${#pair_suites[@]})); then
-    echo "== a pair of guests that stays up for ${pair_suites[*]}"
-    LAB_PAIR_DIR=$pair_lab scripts/lab.sh up --pair
-    LAB_PAIR_DIR=$pair_lab timeout -k 10 "$(group_limit "${pair_suites[@]}")" tests/run.sh --each "${pair_suites[@]}"
-    LAB_PAIR_DIR=$pair_lab scripts/lab.sh down --pair
-  fi
-  if ((${#host_suites[@]})); then
-    timeout -k 10 "$(group_limit "${host_suites[@]}")" tests/run.sh --each "${host_suites[@]}"
-  fi
-}
-
-# The host suites marked "# lane: lab", at the end of the lab lane.
-run_lab_late() { run_own_guests "${lab_late_suites[@]}"; }
-
-# The suites that run Bats in a throw-away guest of their own.
-run_guest() {
-  ((${#guest_suites[@]})) || return 0
-  BATS_TEST_TIMEOUT=${given_timeout:-120}
-  if [[ -n $native ]]; then
-    timeout -k 10 "$(group_limit "${guest_suites[@]}")" tests/run.sh --each "${guest_suites[@]}"
-  else
-    # The guest sees only the variables LAB_ENV names; 120 s more for the boot.
-    LAB_ENV="${LAB_ENV:+$LAB_ENV }BATS_TEST_TIMEOUT" \
-      scripts/lab.sh run --timeout $((120 + $(group_limit "${guest_suites[@]}"))) -- tests/run.sh --each "${guest_suites[@]}"
-  fi
-}
-
-# The lab lane: the lab suites, in a second lab that this run owns.
-run_lab() {
-  # 600 s: one test grades every exercise (make grade SOLUTIONS=1), which
-  # took over 360 s on a loaded two-core host.
-  export BATS_TEST_TIMEOUT=${given_timeout:-600}
-  export LAB_UP_DIR=$second_lab
-  local f two=() one=() kernel=()
-  for f in "$@"; do
-    if grep -q '^# needs: two vCPUs$' "$f"; then
-      two+=("$f")
-    elif grep -qE '^# kernel: .+$' "$f"; then
-      kernel+=("$f")
-    else
-      one+=("$f")
-    fi
-  done
-  # First with two vCPUs, then with one: the graders' exercises are not
-  # about speed, and a second vCPU opens races between a completion and
-  # the QP state it reports (exercise 5.2's, on rxe 6.1).
-  ((${#two[@]})) && run_in_lab 2 "${two[@]}"
-  ((${#one[@]})) && run_in_lab 1 "${one[@]}"
-  # The "# kernel: K" suites, in one boot per kernel K.
-  local k files
-  for k in $(for f in "${kernel[@]}"; do sed -n 's/^# kernel: //p' "$f"; done | sort -u); do
-    files=()
-    for f in "${kernel[@]}"; do grep -qx "# kernel: $k" "$f" && files+=("$f"); done
-    LAB_KERNEL=$k run_in_lab 1 "${files[@]}"
-  done
-  return 0
-}
-
-# run_in_lab CPUS FILE...: the files in the second lab, booted with CPUS vCPUs.
-run_in_lab() {
-  local cpus=$1
+# run_step STEP FILE...: the files of one step (see step), as the top of
+# this file says; on a host with an RDMA device, rxe, lab and guest on it.
+run_step() {
+  local step=$1 cpus kernel
   shift
-  echo "== the second lab, $cpus vCPU(s)${LAB_KERNEL:+, kernel $LAB_KERNEL}, for $*"
-  LAB_CPUS=$cpus scripts/lab.sh up
-  each_in_lab "$@"
-  scripts/lab.sh down
+  case $native:$step in
+    1:rxe | 1:guest) each 120 "$@" ;;
+    1:lab:*) each 600 "$@" ;;
+    :rxe) in_lab 120 "$@" ;;
+    :lab:*)
+      IFS=: read -r _ cpus kernel <<<"$step"
+      local LAB_UP_DIR=$second_lab
+      export LAB_UP_DIR
+      echo "== the second lab, $cpus vCPU(s)${kernel:+, kernel $kernel}, for $*"
+      LAB_CPUS=$cpus LAB_KERNEL=${kernel:-${LAB_KERNEL:-}} scripts/lab.sh up
+      in_lab 600 "$@"
+      scripts/lab.sh down
+      ;;
+    :guest)
+      local BATS_TEST_TIMEOUT=${given_timeout:-120}
+      export BATS_TEST_TIMEOUT
+      # The guest sees only the variables LAB_ENV names; 120 s more for the boot.
+      LAB_ENV="${LAB_ENV:+$LAB_ENV }BATS_TEST_TIMEOUT" \
+        scripts/lab.sh run --timeout $((120 + $(group_limit "$@"))) -- tests/run.sh --each "$@"
+      ;;
+    *:pair)
+      echo "== a pair of guests that stays up for $*"
+      local LAB_PAIR_DIR=$pair_lab
+      export LAB_PAIR_DIR
+      scripts/lab.sh up --pair
+      each 360 "$@"
+      scripts/lab.sh down --pair
+      ;;
+    *) each 360 "$@" ;;
+  esac
+}
+
+# run_lane STEP...: each step's suites, one step after another.
+run_lane() {
+  local step f
+  for step; do
+    mapfile -t f < <(files "$step")
+    ((${#f[@]} == 0)) || run_step "$step" "${f[@]}"
+  done
+  echo "# this lane took $SECONDS s from the start of tests/run.sh"
 }
 
 lab_started=""
@@ -338,61 +306,41 @@ trap 'rm -f "$log" "$device_log" "$lab_log"; [[ -z $lab_started ]] || scripts/la
 # A run stopped by Ctrl-C or kill still takes its labs down (the EXIT trap).
 trap 'exit 130' INT
 trap 'exit 143' TERM
-if ((${#device_suites[@]})) && [[ -z $native ]]; then
+if [[ -z $native && -n $(files rxe) ]]; then
   if scripts/lab.sh status >/dev/null 2>&1; then
-    echo "== the lab is up: the device suites run in it"
+    echo "== the lab is up: the rxe suites run in it"
   else
-    echo "== no RDMA device here: bringing the Soft-RoCE lab up for the device suites (scripts/lab.sh up)"
-    if ! LAB_CPUS=1 scripts/lab.sh up; then
-      echo "tests/run.sh: the lab did not come up: the device suites cannot run" >&2
-    fi
+    echo "== no RDMA device here: bringing the Soft-RoCE lab up for the rxe suites (scripts/lab.sh up)"
+    LAB_CPUS=1 scripts/lab.sh up || echo "tests/run.sh: the lab did not come up: the rxe suites cannot run" >&2
     lab_started=1
   fi
 fi
 
 # The three lanes at once; the device and lab lanes' output is shown when
 # each is done, so that nothing interleaves.
-device_pid=""
-if ((${#device_suites[@]} + ${#late_suites[@]})); then
-  where="in the Soft-RoCE lab"
-  [[ -n $native ]] && where="on this host's RDMA devices"
-  {
-    ((${#device_suites[@]} == 0)) || run_device "${device_suites[@]}"
-    run_late
-    echo "# this lane took $SECONDS s from the start of tests/run.sh"
-  } >"$device_log" 2>&1 &
+mapfile -t device_files < <(files "${device_lane[@]}")
+mapfile -t lab_files < <(files "${lab_lane[@]}")
+mapfile -t host_files < <(files "${host_lane[@]}")
+where="in the Soft-RoCE lab"
+[[ -z $native ]] || where="on this host's RDMA devices"
+if ((${#device_files[@]})); then
+  run_lane "${device_lane[@]}" >"$device_log" 2>&1 &
   device_pid=$!
-  echo "== $where, alongside the host suites (shown when done): ${device_suites[*]} ${late_suites[*]}"
+  echo "== $where, alongside the host suites (shown when done): ${device_files[*]}"
 fi
-
-lab_pid=""
-if ((${#lab_suites[@]} + ${#guest_suites[@]} + ${#lab_late_suites[@]})); then
-  {
-    ((${#lab_suites[@]} == 0)) || run_lab "${lab_suites[@]}"
-    run_guest
-    run_lab_late
-    echo "# this lane took $SECONDS s from the start of tests/run.sh"
-  } >"$lab_log" 2>&1 &
+if ((${#lab_files[@]})); then
+  run_lane "${lab_lane[@]}" >"$lab_log" 2>&1 &
   lab_pid=$!
-  echo "== in a second Soft-RoCE lab and a guest of their own, alongside (shown when done): ${lab_suites[*]} ${guest_suites[*]} ${lab_late_suites[*]}"
+  echo "== in a second Soft-RoCE lab and a guest of their own, alongside (shown when done): ${lab_files[*]}"
 fi
-
-if ((${#pair_suites[@]} + ${#host_suites[@]})); then
-  group_files=("${pair_suites[@]}" "${host_suites[@]}")
-  run_group "on this host: ${group_files[*]}" run_host
-  echo "# this lane took $SECONDS s from the start of tests/run.sh"
-fi
-
-if [[ -n $device_pid ]]; then
+((${#host_files[@]} == 0)) || run_group "on this host" host_files run_lane "${host_lane[@]}"
+if ((${#device_files[@]})); then
   wait "$device_pid"
-  group_files=("${device_suites[@]}" "${late_suites[@]}")
-  run_group "$where: ${group_files[*]}" cat "$device_log"
+  run_group "$where" device_files cat "$device_log"
 fi
-
-if [[ -n $lab_pid ]]; then
+if ((${#lab_files[@]})); then
   wait "$lab_pid"
-  group_files=("${lab_suites[@]}" "${guest_suites[@]}" "${lab_late_suites[@]}")
-  run_group "in a second Soft-RoCE lab, and a guest of their own: ${group_files[*]}" cat "$lab_log"
+  run_group "in a second Soft-RoCE lab, and a guest of their own" lab_files cat "$lab_log"
 fi
 
 # The lab this run brought up goes down before the summary, so that the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: lab-guest
+# bats file_tags=guest
 #
 # tests/setup_rxe_lab.bats - scripts/setup_rxe.sh on a real kernel's rdma_rxe.
 #

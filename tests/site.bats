@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# lane: device
+# bats file_tags=lane:device
 # tests/site.bats - make site: the workbook as a site (scripts/site.sh), built
 # once for this file and opened in headless Chromium as a reader would
 # (tests/helpers/site_browser.py, Debian's chromium, chromium-driver and

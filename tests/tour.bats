@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# uses: lab
+# bats file_tags=lab
 # tests/tour.bats - make tour (scripts/tour.sh): the lessons in order, each
 # with its server and client as its run.conf says. Runs on the host: with no
 # RDMA device here, the tour boots one lab guest itself.

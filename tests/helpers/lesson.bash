@@ -2,7 +2,7 @@
 # real RDMA device (Soft-RoCE in the lab, or this host's own device).
 #
 # In a suite:
-#   # runs-on: rxe            (first lines: tests/run.sh runs the file in the lab
+#   # bats file_tags=rxe      (its top: tests/run.sh runs the file in the lab
 #                              when this host has no RDMA device)
 #   setup() { load helpers/lesson; lesson_setup; }
 #   teardown() { lesson_teardown; }
@@ -19,12 +19,14 @@
 #   tcp_client NAME 'SCRIPT'               a raw client of $PORT (SCRIPT writes to fd 5)
 #   run rx CMD...                          runs CMD where the RDMA device is (see rx)
 #   rx_sh 'SCRIPT' [ARGS...]               a bash script there: rx bash -c SCRIPT
+#   counter NAME                           the port's counter NAME (hw_counters), e.g. rcvd_pkts
 #
 # Ports: each test gets its own TCP port $PORT, and may also use $PORT + 1;
-# nothing else in the suites uses these. The port is 20000 + 250 x (the
+# nothing else in the suites uses these. The port is 20000 + 128 x (the
 # file's place among tests/*.bats) + 2 x (the test's number in its file):
 # distinct for every test of every file, without RANDOM, and below 32768,
-# where Linux's ephemeral ports begin (so no client's source port takes it).
+# where Linux's ephemeral ports begin (so no client's source port takes it):
+# room for 99 files of up to 63 tests.
 # The variables this file sets (PORT, RDMA_DEV, SERVER_STATUS ...) are read by the suites.
 # shellcheck disable=SC2034
 bats_load_library bats-support
@@ -47,6 +49,13 @@ REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
 RX=()
 rx() { "${RX[@]}" "$@"; }
 rx_sh() { rx bash -c "$@"; }
+
+# counter NAME: port 1's counter NAME (rxe's hw_counters), e.g. rcvd_pkts.
+counter() {
+  local file="/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/$1" value
+  value=$(rx cat "$file") || fail "$RDMA_DEV has no counter $1 in ${file%/*} (rxe has it)"
+  echo "$value"
+}
 
 # Where the device is: on this host, or in the lab (then RX is set). On
 # failure RX_WHY says why. tests/run.sh, which has brought the lab up,
@@ -118,8 +127,8 @@ test_port() {
   for i in "${!files[@]}"; do
     if [[ ${files[$i]##*/} == "$file" ]]; then index=$i; fi
   done
-  port=$((20000 + 250 * index + 2 * BATS_TEST_NUMBER))
-  if ((BATS_TEST_NUMBER >= 125 || port + 1 >= 32768)); then
+  port=$((20000 + 128 * index + 2 * BATS_TEST_NUMBER))
+  if ((BATS_TEST_NUMBER >= 64 || port + 1 >= 32768)); then
     echo "test_port: test $BATS_TEST_NUMBER of $file (file $index) has no port of its own below 32768" >&2
     return 1
   fi
