@@ -1,7 +1,7 @@
 # Grader of exercise 8.2: both sides exit within seconds of their result
 # (ibv_destroy_cq returns only once every CQ event taken has been
 # acknowledged, exactly once) and say how many events they took and acked.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="run the client under gdb, interrupt it once it hangs and read the backtrace (the README shows how, in the lab): which verb under main waits, and for what? man ibv_get_cq_event, NOTES"
 
 readonly kExitSeconds=5 # a side that is not gone this long after its work is done hangs

@@ -21,7 +21,7 @@
 # seen by the programs too; $EX_EUID the user id the programs run as.
 #
 # Where the programs run: the grader itself runs on this host. With
-# GRADE_LAB=1 (scripts/grade.sh sets it when this host has no RDMA device)
+# GRADE_LAB=1 (scripts/exercises/grade.sh sets it when this host has no RDMA device)
 # every program goes through `scripts/lab.sh exec` into the lab that is up,
 # and GRADE_TMP (the lab's xfer folder) holds EX_TMP, so that both sides
 # see its files. Without it, everything runs here.
