@@ -3,13 +3,13 @@
 #
 #   scripts/exercises/exercise.sh files [N.M...]      make each learner's file that is missing (never overwrites one)
 #   scripts/exercises/exercise.sh reset N.M [--solution]   start N.M over (your file is kept as exN_M.cpp~);
-#                                           --solution: put the reference solution in your file instead
+#                                                     --solution: put the reference solution in your file instead
 #   scripts/exercises/exercise.sh save N.M [--solution]    maintainers: store your edited file back as N.M's starter,
-#                                           the solution merged onto it (--solution: as its solution)
+#                                                     the solution merged onto it (--solution: as its solution)
 #   scripts/exercises/exercise.sh refresh [N.M...]    maintainers: after a lesson changed, carry every patch over
-#                                           to today's lesson (a three-way merge) and store it again
+#                                                     to today's lesson (a three-way merge) and store it again
 #   scripts/exercises/exercise.sh check [N.M...]      every patch applies exactly (no fuzz) to today's lesson and
-#                                           starter; names each exercise whose patch does not
+#                                                     starter; names each exercise whose patch does not
 #   scripts/exercises/exercise.sh source N.M starter|solution OUT   write the pristine text to OUT (make's rules)
 #   scripts/exercises/exercise.sh list                the exercises, "N.M<TAB>folder", in lesson order
 #

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# grade_run.sh - run the graders of built exercises, on this host's RDMA device.
+# grade_run.sh - run the graders of built exercises (scripts/exercises/grade.sh's second half).
 #
 #   scripts/exercises/grade_run.sh LIST
 #
-# LIST has one line per exercise: "N.M<TAB>folder<TAB>program". scripts/exercises/grade.sh
-# builds the programs and calls this here or inside the lab. Each folder's
-# grade.bash defines grade PROGRAM (see scripts/exercises/grade_lib.bash), which runs the
-# program for real and returns 0 or says what was expected and what happened.
-# Prints "PASS N.M TITLE" or "FAIL N.M TITLE" with those lines and the hint,
-# or "SKIP N.M TITLE: why" for an exercise whose lesson needs what this
-# device lacks (its run.conf's needs=, scripts/lessons/run_conf.sh).
+# LIST has one line per exercise: "N.M<TAB>folder<TAB>program"; grade.sh
+# builds the programs, then calls this. The graders run on this host; their
+# programs run on its RDMA device, or in the lab with GRADE_LAB=1
+# (grade_lib.bash). Each folder's grade.bash defines grade PROGRAM, which
+# runs the program for real and returns 0 or says what was expected and what
+# happened. Prints "PASS N.M TITLE" or "FAIL N.M TITLE" with those lines and
+# the hint, or "SKIP N.M TITLE: why" for an exercise whose lesson needs what
+# this device lacks (its run.conf's needs=, scripts/lessons/run_conf.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 

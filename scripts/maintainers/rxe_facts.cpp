@@ -3,13 +3,13 @@
 // as in lesson 3, and each probe prints what the device answered.
 //
 //   build/maintainers/rxe_facts gid [--dgid GID]          RTR with an empty sgid_index, one past
-//                                                   gid_tbl_len, and (--dgid) a remote GID
+//                                                         gid_tbl_len, and (--dgid) a remote GID
 //   build/maintainers/rxe_facts access write|read         the responder's qp_access_flags lack the right
 //   build/maintainers/rxe_facts rnr [--clients C] [--srq] [--recvs R] [--burst B]
-//                             [--retry-cnt N] [--rnr-retry N] [--wait S]
+//                                   [--retry-cnt N] [--rnr-retry N] [--wait S]
 //   build/maintainers/rxe_facts retry7 [--targets 1|3] [--wait S]
 //   build/maintainers/rxe_facts window      READ and WRITE across a type 2 window's end and before
-//                                     its start; SEND_WITH_INV's wc_flags at the receiver
+//                                           its start; SEND_WITH_INV's wc_flags at the receiver
 //   build/maintainers/rxe_facts srq-limit   the SRQ limit event against the completion it describes
 //   build/maintainers/rxe_facts mcast-attach  a UD datagram to a group joined by ibv_attach_mcast alone
 //

@@ -2,9 +2,9 @@
 # site/build.sh - build the workbook as a static site: `make site`.
 #
 #   scripts/site/build.sh                 build build/site/ (then open build/site/index.html,
-#                                   or: cd build/site && python3 -m http.server)
+#                                         or: cd build/site && python3 -m http.server)
 #   scripts/site/build.sh --screenshots   build, then take docs/img/site/lesson4.png and
-#                                   docs/img/site/search.png again in headless Chromium
+#                                         docs/img/site/search.png again in headless Chromium
 #   scripts/site/build.sh -h              this text
 #
 # The pages are the Markdown of README.md and docs/, unchanged: GitHub shows
