@@ -10,7 +10,7 @@
 #   ex_server CMD...          start a server in the background; output in $EX_SERVER_OUT
 #   ex_wait_line FILE TEXT    wait (at most 10 s) until FILE has a line containing TEXT
 #   ex_run CMD...             run a client (at most 30 s); output in $EX_OUT, status in $EX_STATUS
-#   ex_wait_server            wait (at most 15 s) for the server; status in $EX_SERVER_STATUS
+#   ex_wait_server [SECONDS]  wait (at most SECONDS, 15) for the server; status in $EX_SERVER_STATUS (124: killed)
 #   ex_counter NAME           a port counter of the device (hw_counters), e.g. rcvd_rnr_err
 #   ex_rx CMD...              run CMD where the device is (anything that reads the
 #                             device, its sysfs or its netdev: ibv_devinfo, rdma, ip)
@@ -82,7 +82,7 @@ ex_run() {
 ex_wait_server() {
   local i
   EX_SERVER_STATUS=124
-  for ((i = 0; i < 150; i++)); do
+  for ((i = 0; i < ${1:-15} * 10; i++)); do
     if ! kill -0 "$EX_SERVER_PID" 2>/dev/null; then
       EX_SERVER_STATUS=0
       wait "$EX_SERVER_PID" || EX_SERVER_STATUS=$?
