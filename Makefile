@@ -264,7 +264,7 @@ grade: deps
 	@scripts/exercises/grade.sh
 
 # rdma-core's own test suite (python3-pyverbs) against rxe0 in the lab, on
-# the kernel LAB_KERNEL names; known rxe gaps in tests/lab/selftest-expected.txt.
+# the kernel LAB_KERNEL names; known rxe gaps in scripts/maintainers/lab_selftest_expected.txt.
 lab-selftest: deps
 	@scripts/maintainers/lab_selftest.sh
 

@@ -10,7 +10,7 @@
 # temporary folder in the guest) as `run_tests.py --dev rxe0 --gid 1 -v`
 # does (its three lines, with a result that reports each test's outcome),
 # then prints a summary: passed, failed, skipped by reason. A failure
-# listed for this kernel in tests/lab/selftest-expected.txt, with its
+# listed for this kernel in scripts/maintainers/lab_selftest_expected.txt, with its
 # reason, is expected; any other failure, an expected failure that now
 # passes, or a test skipped for a reason that is the lab's own fails it.
 # The whole log is kept in selftest-KERNEL.log (in $TMPDIR).
@@ -154,4 +154,4 @@ if [[ $status -ne 0 && $status -ne 1 ]]; then
   echo "lab-selftest: the lab or the suite failed (exit $status)" >&2
   exit "$status"
 fi
-exec /usr/bin/python3 -I scripts/maintainers/lab_selftest_summary.py "$kernel" "$log" tests/lab/selftest-expected.txt
+exec /usr/bin/python3 -I scripts/maintainers/lab_selftest_summary.py "$kernel" "$log" scripts/maintainers/lab_selftest_expected.txt
