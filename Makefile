@@ -9,12 +9,12 @@
 #   make exercise-reset EX=4.2   start one over; exercise-save / exercise-refresh: docs/contributing.md
 #   make lab-selftest       rdma-core's own tests on rxe0 in the lab (LAB_KERNEL=trixie make lab-selftest)
 #   make capture LESSON=N   run lesson N across two lab guests and decode the wire (docs/wireshark.md)
-#   make captures           record every two-process lesson's wire into docs/captures/ (scripts/shipped_captures.sh)
-#   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/wireshark_profile.sh)
+#   make captures           record every two-process lesson's wire into docs/captures/ (scripts/capture/shipped.sh)
+#   make wireshark-profile  install the Wireshark profile RDMA-Workbook (scripts/capture/wireshark_profile.sh)
 #   make capture LESSON=10 SCENARIO=rnr   lesson 10 with one of its scenarios (./lesson10 --list, ./lesson10_nak --list)
 #   make bench      lesson 11 beside perftest, then the levers; table, CSVs and plots in bench/
 #   make deps       install the packages the workbook needs (scripts/install_deps.sh)
-#   make site       the workbook as a site in build/site/ (scripts/site.sh): contents, search, diagrams, offline
+#   make site       the workbook as a site in build/site/ (scripts/site/build.sh): contents, search, diagrams, offline
 #   make doctor     check this machine: one line per check, OK/WARN/FAIL, each with its fix
 #                   (scripts/doctor.sh; -h lists the checks, --device DEV, --peer HOST)
 #   make help       this list
@@ -159,11 +159,17 @@ build/tests/helpers/%: tests/helpers/%.cpp $(COMMON_LIB) $(wildcard common/*.hpp
 
 units: $(UNIT_BINS) $(HELPER_BINS)
 
+# The rxe facts generator's probe, a docs probe and no test helper: built
+# only by scripts/maintainers/rxe_facts.sh, which runs it in the lab.
+build/maintainers/rxe_facts: scripts/maintainers/rxe_facts.cpp $(COMMON_LIB) $(wildcard common/*.hpp)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $< $(COMMON_LIB) $(LDLIBS) -o $@
+
 # Exercises beside each lesson, each piece of code stored once
 # (docs/contributing.md): lessons/NN_topic/exercises/N.M/starter.patch (the
 # lesson with a few changes) or N.M/starter.cpp (a program of its own), and
 # exercises/solutions/exN_M.patch (the starter with its TODOs done).
-# scripts/exercise.sh makes the learner's file N.M/exN_M.cpp from them once,
+# scripts/exercises/exercise.sh makes the learner's file N.M/exN_M.cpp from them once,
 # when it is missing; it is git-ignored and nothing but exercise-reset
 # overwrites it. The reference solutions are made into build/exercises/src/.
 EX_DIRS := $(sort $(patsubst %/grade.bash,%,$(wildcard lessons/*/exercises/*.*/grade.bash)))
@@ -175,11 +181,11 @@ EX_FILES :=
 ex_lesson_dir = $(dir $(patsubst %/,%,$(dir $(1))))
 define exercise_rule
 $(1)/$(3).cpp:
-	@scripts/exercise.sh files $(2)
-build/exercises/src/starter/$(3).cpp: $(wildcard $(1)/starter.*) $(if $(wildcard $(1)/starter.patch),$(wildcard $(dir $(patsubst %/,%,$(dir $(1))))lesson*.cpp)) scripts/exercise.sh
-	@scripts/exercise.sh source $(2) starter $$@
+	@scripts/exercises/exercise.sh files $(2)
+build/exercises/src/starter/$(3).cpp: $(wildcard $(1)/starter.*) $(if $(wildcard $(1)/starter.patch),$(wildcard $(dir $(patsubst %/,%,$(dir $(1))))lesson*.cpp)) scripts/exercises/exercise.sh
+	@scripts/exercises/exercise.sh source $(2) starter $$@
 build/exercises/src/solution/$(3).cpp: build/exercises/src/starter/$(3).cpp $(dir $(1))solutions/$(3).patch
-	@scripts/exercise.sh source $(2) solution $$@
+	@scripts/exercises/exercise.sh source $(2) solution $$@
 build/exercises/starter/$(3): $(1)/$(3).cpp $(COMMON_LIB) $(wildcard common/*.hpp) $(wildcard $(call ex_lesson_dir,$(1))*.hpp) $(PCH).gch
 	@mkdir -p $$(@D)
 	$$(call pch_compile,-I$(call ex_lesson_dir,$(1)) $$<)
@@ -207,11 +213,11 @@ ex_needed = $(if $(EX),,$(error make $@ takes an exercise: make $@ EX=4.2))
 exercise:
 	$(ex_needed)@$(MAKE) --no-print-directory "ex$$EX"
 exercise-reset:
-	$(ex_needed)@scripts/exercise.sh reset "$$EX" $(if $(SOLUTIONS),--solution)
+	$(ex_needed)@scripts/exercises/exercise.sh reset "$$EX" $(if $(SOLUTIONS),--solution)
 exercise-save:
-	$(ex_needed)@scripts/exercise.sh save "$$EX" $(if $(SOLUTIONS),--solution)
+	$(ex_needed)@scripts/exercises/exercise.sh save "$$EX" $(if $(SOLUTIONS),--solution)
 exercise-refresh:
-	@scripts/exercise.sh refresh $(if $(EX),"$$EX")
+	@scripts/exercises/exercise.sh refresh $(if $(EX),"$$EX")
 
 deps:
 	@scripts/install_deps.sh
@@ -223,7 +229,7 @@ site-deps:
 # docs/ and README as a static site in build/site/: open build/site/index.html,
 # or serve it (cd build/site && python3 -m http.server) for the search.
 site: site-deps
-	@scripts/site.sh
+	@scripts/site/build.sh
 
 # Reads this machine and changes nothing; needs no build and no packages.
 doctor:
@@ -245,41 +251,41 @@ check: deps
 # environment, as EX does for grade).
 check-kernels: deps
 	@$(MAKE) --no-print-directory all units
-	@scripts/check_kernels.sh
+	@scripts/maintainers/check_kernels.sh
 
 tour: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/tour.sh
+	@scripts/lessons/tour.sh
 
 # EX=N.M grades one exercise, SOLUTIONS=1 the reference solutions; both reach
 # the script through the environment, never pasted into the shell line.
 grade: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/grade.sh
+	@scripts/exercises/grade.sh
 
 # rdma-core's own test suite (python3-pyverbs) against rxe0 in the lab, on
-# the kernel LAB_KERNEL names; known rxe gaps in tests/lab/selftest-expected.txt.
+# the kernel LAB_KERNEL names; known rxe gaps in scripts/maintainers/lab_selftest_expected.txt.
 lab-selftest: deps
-	@scripts/lab_selftest.sh
+	@scripts/maintainers/lab_selftest.sh
 
 capture: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/capture_lesson.sh "$$LESSON" "$$SCENARIO"
+	@scripts/capture/lesson.sh "$$LESSON" "$$SCENARIO"
 
 # Every two-process lesson's capture, recorded into docs/captures/ with a
-# comment saying what ran (scripts/shipped_captures.sh --check compares them).
+# comment saying what ran (scripts/capture/shipped.sh --check compares them).
 captures: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/shipped_captures.sh
+	@scripts/capture/shipped.sh
 
 wireshark-profile:
-	@scripts/wireshark_profile.sh
+	@scripts/capture/wireshark_profile.sh
 
 # Lesson 11 measured beside perftest, and its levers one at a time
-# (scripts/bench.sh): a table with ratios, CSVs and PNG plots in bench/.
+# (scripts/bench/run.sh): a table with ratios, CSVs and PNG plots in bench/.
 bench: deps
 	@$(MAKE) --no-print-directory lesson11
-	@scripts/bench.sh
+	@scripts/bench/run.sh
 
 clean:
 	rm -rf build $(LESSONS)

@@ -27,11 +27,11 @@ packages=(
   python3-pyverbs                         # make lab-selftest: rdma-core's own tests (pyverbs)
   qemu-guest-agent python3                # the lab that stays up: lab.sh up/exec (scripts/lab/agent.py)
   tshark                                  # decoding captures (make capture)
-  iperf3                                  # lesson 17: TCP beside RDMA over a lossy cable (scripts/lossy_sweep.sh)
+  iperf3                                  # lesson 17: TCP beside RDMA over a lossy cable (scripts/maintainers/lossy_sweep.sh)
   man-db                                  # `man ibv_post_send`
 )
 
-# make site (scripts/site.sh) and its browser test (tests/site.bats).
+# make site (scripts/site/build.sh) and its browser test (tests/site.bats).
 site_packages=(
   mkdocs mkdocs-material python3-pymdownx   # the site generator, its theme and Markdown extensions
   chromium chromium-driver python3-selenium # tests/site.bats opens the site in headless Chromium
@@ -40,7 +40,7 @@ case ${1:-} in
   "") ;;
   site)
     packages=("${site_packages[@]}")
-    # npm fetches Mermaid once (scripts/site.sh); Node.js from elsewhere may bring its own.
+    # npm fetches Mermaid once (scripts/site/build.sh); Node.js from elsewhere may bring its own.
     command -v npm >/dev/null 2>&1 || packages+=(npm)
     ;;
   *)

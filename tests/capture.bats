@@ -7,8 +7,8 @@
 # joined by a virtual cable, and the capture holds the operations the lesson
 # is named for.
 # This is also where the lessons are shown to work across two hosts.
-# Also here, with nothing booted: capture_lesson.sh's refusals,
-# capture_command.sh's options on this host's loopback, and ladder.sh's
+# Also here, with nothing booted: capture/lesson.sh's refusals,
+# capture/command.sh's options on this host's loopback, and ladder.sh's
 # labels on a hand-made pcap.
 
 bats_require_minimum_version 1.5.0
@@ -98,13 +98,13 @@ peer_lessons() {
   assert_output --partial "DisconnectRequest"
 }
 
-@test "scripts/capture_command.sh on a host whose rxe sits on a real netdev captures the lesson and prints its ladder" {
+@test "scripts/capture/command.sh on a host whose rxe sits on a real netdev captures the lesson and prints its ladder" {
   # Guest b plays a learner's real host: rxe0 on eth0, the server on another host (guest a).
   run timeout 300 scripts/lab.sh pair --timeout 240 \
     --a "./lesson4 --timeout 60" \
-    --b "scripts/capture_command.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 60 192.0.2.1 2 3"
+    --b "scripts/capture/command.sh -o /tmp/l4.pcap -- ./lesson4 --timeout 60 192.0.2.1 2 3"
   assert_success
-  assert_output --partial "[b] capture_command.sh: capturing on eth0 (udp port 4791 or tcp port 18515) into /tmp/l4.pcap"
+  assert_output --partial "[b] capture/command.sh: capturing on eth0 (udp port 4791 or tcp port 18515) into /tmp/l4.pcap"
   assert_output --partial "[a] result: 2 + 3 = 5"
   assert_output --partial "[b] result: 2 + 3 = 5"
   assert_output --regexp '\[b\] +[0-9]+ +[0-9.]+ +192\.0\.2\.2 -> 192\.0\.2\.1 +RC Send Only \(op 4\)'
@@ -112,11 +112,11 @@ peer_lessons() {
   refute_output --partial "no RoCE packets captured"
 }
 
-@test "scripts/capture_command.sh warns that a peer on the same host puts nothing on the wire, and says so after" {
+@test "scripts/capture/command.sh warns that a peer on the same host puts nothing on the wire, and says so after" {
   # The server's "waiting" line, not a fixed sleep, says when the client may
   # come; both run inside the capture, so tshark's start-up eats no timeout.
   # shellcheck disable=SC2016 # the guest's bash expands this, not ours
-  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture_command.sh -o "$BATS_TEST_TMPDIR/l4.pcap" -- bash -c '
+  run timeout 200 scripts/lab.sh run --timeout 150 -- scripts/capture/command.sh -o "$BATS_TEST_TMPDIR/l4.pcap" -- bash -c '
     out=$(mktemp)
     ./lesson4 --timeout 30 >"$out" 2>&1 &
     server=$!
@@ -139,24 +139,24 @@ peer_lessons() {
 
 @test "make capture refuses a lesson without a peer, with the reason, before booting anything" {
   run -2 make -s capture LESSON=2
-  assert_output --partial "capture_lesson.sh: lesson 2 has no peer, so nothing crosses a wire; lessons $(peer_lessons) do"
+  assert_output --partial "capture/lesson.sh: lesson 2 has no peer, so nothing crosses a wire; lessons $(peer_lessons) do"
   refute_output --partial "capture: lesson 2" # the line printed before the guests boot
 }
 
-@test "capture_lesson.sh refuses no lesson, an unknown lesson and one without a peer, exit 2, before booting anything" {
-  run -2 scripts/capture_lesson.sh
-  assert_output "capture_lesson.sh: which lesson? make capture LESSON=N (N is one of $(peer_lessons))"
+@test "capture/lesson.sh refuses no lesson, an unknown lesson and one without a peer, exit 2, before booting anything" {
+  run -2 scripts/capture/lesson.sh
+  assert_output "capture/lesson.sh: which lesson? make capture LESSON=N (N is one of $(peer_lessons))"
   for bad in x 0 99 04 '4; true'; do
-    run -2 scripts/capture_lesson.sh "$bad"
-    assert_output "capture_lesson.sh: no lesson '$bad'; lessons $(peer_lessons) have two sides to capture"
+    run -2 scripts/capture/lesson.sh "$bad"
+    assert_output "capture/lesson.sh: no lesson '$bad'; lessons $(peer_lessons) have two sides to capture"
   done
   for alone in 1 2 3; do
-    run -2 scripts/capture_lesson.sh "$alone"
-    assert_output "capture_lesson.sh: lesson $alone has no peer, so nothing crosses a wire; lessons $(peer_lessons) do"
+    run -2 scripts/capture/lesson.sh "$alone"
+    assert_output "capture/lesson.sh: lesson $alone has no peer, so nothing crosses a wire; lessons $(peer_lessons) do"
   done
 }
 
-# A command for capture_command.sh: send TEXT over TCP on this host's loopback to PORT.
+# A command for capture/command.sh: send TEXT over TCP on this host's loopback to PORT.
 tcp_send() {
   python3 -c '
 import socket, sys
@@ -168,34 +168,34 @@ with socket.create_server(("127.0.0.1", port)) as listener:
 }
 export -f tcp_send
 
-@test "capture_command.sh refuses a -p that is not a port, exit 2, before tshark starts" {
+@test "capture/command.sh refuses a -p that is not a port, exit 2, before tshark starts" {
   for bad in '1 or tcp' 0 65536 -1 0x50 ''; do
-    run -2 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/x.pcap" -p "$bad" -- true
-    assert_output "capture_command.sh: -p '$bad' is not a TCP port (1-65535) (see scripts/capture_command.sh -h)"
+    run -2 scripts/capture/command.sh -i lo -o "$BATS_TEST_TMPDIR/x.pcap" -p "$bad" -- true
+    assert_output "capture/command.sh: -p '$bad' is not a TCP port (1-65535) (see scripts/capture/command.sh -h)"
   done
   assert_file_not_exists "$BATS_TEST_TMPDIR/x.pcap"
 }
 
-@test "capture_command.sh refuses a missing value, an unknown option and a missing command, exit 2" {
-  run -2 scripts/capture_command.sh -i lo -p
-  assert_output "capture_command.sh: -p needs a value (see scripts/capture_command.sh -h)"
-  run -2 scripts/capture_command.sh -x -- true
-  assert_output "capture_command.sh: unknown argument '-x' (see scripts/capture_command.sh -h)"
-  run -2 scripts/capture_command.sh -i lo --
-  assert_output "capture_command.sh: no command to run after -- (see scripts/capture_command.sh -h)"
+@test "capture/command.sh refuses a missing value, an unknown option and a missing command, exit 2" {
+  run -2 scripts/capture/command.sh -i lo -p
+  assert_output "capture/command.sh: -p needs a value (see scripts/capture/command.sh -h)"
+  run -2 scripts/capture/command.sh -x -- true
+  assert_output "capture/command.sh: unknown argument '-x' (see scripts/capture/command.sh -h)"
+  run -2 scripts/capture/command.sh -i lo --
+  assert_output "capture/command.sh: no command to run after -- (see scripts/capture/command.sh -h)"
 }
 
-@test "capture_command.sh -h prints every option with its default" {
-  run -0 scripts/capture_command.sh -h
+@test "capture/command.sh -h prints every option with its default" {
+  run -0 scripts/capture/command.sh -h
   assert_line --partial "-d RDMA_DEV  the RDMA device whose netdev to capture on (default: the first one)"
   assert_line --partial "-o FILE      where the pcap goes (default: captures/capture.pcap)"
   assert_line --partial "-p TCP_PORT  the lessons' out-of-band TCP port to include (default: 18515)"
 }
 
-@test "capture_command.sh -p PORT captures that TCP port into -o FILE, not another one, and shows it in the ladder" {
-  run -0 scripts/capture_command.sh -i lo -p 20431 -o "$BATS_TEST_TMPDIR/lo.pcap" -- \
+@test "capture/command.sh -p PORT captures that TCP port into -o FILE, not another one, and shows it in the ladder" {
+  run -0 scripts/capture/command.sh -i lo -p 20431 -o "$BATS_TEST_TMPDIR/lo.pcap" -- \
     bash -c 'tcp_send 20431 DONE && tcp_send 20432 GONE'
-  assert_line "capture_command.sh: capturing on lo (udp port 4791 or tcp port 20431) into $BATS_TEST_TMPDIR/lo.pcap"
+  assert_line "capture/command.sh: capturing on lo (udp port 4791 or tcp port 20431) into $BATS_TEST_TMPDIR/lo.pcap"
   assert_output --regexp '127\.0\.0\.1 -> 127\.0\.0\.1 +TCP [0-9]+ -> 20431, 4 bytes \(out-of-band exchange\) "DONE"'
   refute_output --partial "GONE"
   run tshark -r "$BATS_TEST_TMPDIR/lo.pcap" -T fields -e tcp.dstport -Y 'tcp.len > 0'
@@ -203,12 +203,12 @@ export -f tcp_send
   refute_line "20432"
 }
 
-@test "capture_command.sh exits with the command's status" {
-  run -3 scripts/capture_command.sh -i lo -o "$BATS_TEST_TMPDIR/s.pcap" -- bash -c 'exit 3'
+@test "capture/command.sh exits with the command's status" {
+  run -3 scripts/capture/command.sh -i lo -o "$BATS_TEST_TMPDIR/s.pcap" -- bash -c 'exit 3'
   assert_line --regexp '^frame +time +source -> destination +packet$' # the ladder ran
 }
 
-@test "under sudo, capture_command.sh captures as root, and runs the command and writes the pcap as the user who called sudo (SUDO_USER)" {
+@test "under sudo, capture/command.sh captures as root, and runs the command and writes the pcap as the user who called sudo (SUDO_USER)" {
   [[ $(id -u) == 0 ]] || skip "needs root, as under sudo"
   id nobody >/dev/null 2>&1 || skip "no user nobody here"
   # The user's own folder, as under sudo: one that nobody owns, in /tmp
@@ -216,19 +216,19 @@ export -f tcp_send
   local own
   own=$(mktemp -d /tmp/capture-sudo.XXXXXX)
   chown nobody "$own"
-  SUDO_USER=nobody run -0 scripts/capture_command.sh -i lo -o "$own/u.pcap" -- id -un
+  SUDO_USER=nobody run -0 scripts/capture/command.sh -i lo -o "$own/u.pcap" -- id -un
   local pcap_owner
   pcap_owner=$(stat -c %U "$own/u.pcap")
   rm -rf "$own"
-  assert_line "capture_command.sh: running id as nobody (SUDO_USER); tshark captures as root"
+  assert_line "capture/command.sh: running id as nobody (SUDO_USER); tshark captures as root"
   assert_line "nobody"
   refute_line "root"
   assert_equal "$pcap_owner" nobody
 }
 
-@test "capture_command.sh keeps tshark's message when the capture fails, exit 1" {
-  run -1 scripts/capture_command.sh -i no-such-netdev -o "$BATS_TEST_TMPDIR/f.pcap" -- true
-  assert_output --regexp "capture_command.sh: tshark stopped (before it started|while true ran: the capture is incomplete); it said:"
+@test "capture/command.sh keeps tshark's message when the capture fails, exit 1" {
+  run -1 scripts/capture/command.sh -i no-such-netdev -o "$BATS_TEST_TMPDIR/f.pcap" -- true
+  assert_output --regexp "capture/command.sh: tshark stopped (before it started|while true ran: the capture is incomplete); it said:"
   assert_output --partial 'There is no device named "no-such-netdev"'
 }
 
@@ -247,7 +247,7 @@ HEX
 
 @test "ladder.sh labels an AETH as ACK, RNR NAK or NAK with its error, and names each address's side" {
   acks_pcap
-  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/acks.pcap" 192.0.2.1 192.0.2.2
+  run -0 scripts/capture/ladder.sh "$BATS_TEST_TMPDIR/acks.pcap" 192.0.2.1 192.0.2.2
   assert_line --index 0 --regexp '^frame +time +source -> destination +packet$'
   assert_line --index 1 --regexp '^ +1 +0\.000  server 192\.0\.2\.1 -> client 192\.0\.2\.2 +RC Acknowledge \(op 17\)  dest qp 0x000011 psn 42  AETH ACK msn=1$'
   assert_line --index 2 --regexp ' psn 43  AETH RNR NAK timer 1\.28 ms \(14\) msn=1$'
@@ -256,6 +256,6 @@ HEX
 
 @test "ladder.sh without the server's and client's IP shows the bare addresses" {
   acks_pcap
-  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/acks.pcap"
+  run -0 scripts/capture/ladder.sh "$BATS_TEST_TMPDIR/acks.pcap"
   assert_line --index 1 --regexp '^ +1 +0\.000  192\.0\.2\.1 -> 192\.0\.2\.2 +RC Acknowledge \(op 17\)  dest qp 0x000011 psn 42  AETH ACK msn=1$'
 }

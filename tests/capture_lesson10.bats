@@ -84,7 +84,7 @@ fields_once() { fields "$@" | awk '!seen[$0]++'; }
 # check_current SCENARIO: capture it again between two guests and compare
 # with its shipped docs/captures/lesson10-SCENARIO.pcapng.
 check_current() {
-  run timeout 300 scripts/shipped_captures.sh --check "10:$1"
+  run timeout 300 scripts/capture/shipped.sh --check "10:$1"
   assert_success
   assert_line --regexp "^10:$1: current \\([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson10-$1\\.pcapng\\)$"
 }
@@ -99,21 +99,21 @@ check_current() {
   run timeout 300 make -s capture LESSON=10 SCENARIO=flush
   assert_success
   assert_output --partial "[b] result: flush: IBV_WC_WR_FLUSH_ERR (5), as expected"
-  run diff <(scripts/shipped_captures.sh --signature docs/captures/lesson10-flush.pcapng | grep -vx 'client -> server op 4') \
-    <(scripts/shipped_captures.sh --signature captures/lesson10-flush.pcap | grep -vx 'client -> server op 4')
+  run diff <(scripts/capture/shipped.sh --signature docs/captures/lesson10-flush.pcapng | grep -vx 'client -> server op 4') \
+    <(scripts/capture/shipped.sh --signature captures/lesson10-flush.pcap | grep -vx 'client -> server op 4')
   assert_success
-  run scripts/shipped_captures.sh --signature captures/lesson10-flush.pcap
+  run scripts/capture/shipped.sh --signature captures/lesson10-flush.pcap
   assert_line "client -> server op 10"
   assert_line "server -> client op 17 Nak,Remote Access Error"
 }
 @test "the shipped capture of lesson 10's recover is current" { check_current recover; }
 
-@test "capture_lesson.sh refuses a SCENARIO that lesson 10 does not have, or a lesson without scenarios, exit 2" {
-  run -2 scripts/capture_lesson.sh 10 nope
-  assert_output "capture_lesson.sh: lesson 10 has no scenario 'nope'; its scenarios are rnr rnr-wait retry mtu gid recover rem-access qp-access len flush"
-  run -2 scripts/capture_lesson.sh 4 rnr
-  assert_output "capture_lesson.sh: lesson 4 has no scenarios; SCENARIO is for a lesson that lists them (lesson 10)"
+@test "capture/lesson.sh refuses a SCENARIO that lesson 10 does not have, or a lesson without scenarios, exit 2" {
+  run -2 scripts/capture/lesson.sh 10 nope
+  assert_output "capture/lesson.sh: lesson 10 has no scenario 'nope'; its scenarios are rnr rnr-wait retry mtu gid recover rem-access qp-access len flush"
+  run -2 scripts/capture/lesson.sh 4 rnr
+  assert_output "capture/lesson.sh: lesson 4 has no scenarios; SCENARIO is for a lesson that lists them (lesson 10)"
   run -2 make -s capture LESSON=10 SCENARIO=nope
-  assert_output --partial "capture_lesson.sh: lesson 10 has no scenario 'nope'"
+  assert_output --partial "capture/lesson.sh: lesson 10 has no scenario 'nope'"
   refute_output --partial "capture: lesson 10" # the line printed before the guests boot
 }

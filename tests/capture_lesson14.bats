@@ -84,7 +84,7 @@ fields() {
 }
 
 @test "the capture of lesson 14 has the shipped docs/captures/lesson14.pcapng's packets" {
-  run scripts/shipped_captures.sh --compare "$PCAP" 14
+  run scripts/capture/shipped.sh --compare "$PCAP" 14
   assert_success
   assert_line --regexp '^14: current \([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson14\.pcapng\)$'
 }

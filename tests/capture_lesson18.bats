@@ -3,7 +3,7 @@
 # make capture LESSON=18: lesson 18 in ONE lab guest (trixie-backports'
 # Linux 7.3, run.conf's lab_kernel=), its server in network namespace ns_a
 # and its client in ns_b, joined by a veth pair (run.conf's capture=netns:
-# scripts/capture_netns.sh records veth_a). The wire is lesson 9's: the CM's
+# scripts/capture/netns.sh records veth_a). The wire is lesson 9's: the CM's
 # MADs on QP1, two SENDs and their ACKs, the disconnect; the new thing is
 # where it runs: RoCE v2 between two namespaces of one kernel. Runs on the
 # host: the capture boots a guest of its own.

@@ -140,10 +140,10 @@ counts() {
 @test "every two-process lesson has a Wireshark picture that screenshots.sh takes and its page shows" {
   local n item pic
   for n in $(two_process); do
-    item=$(awk -v n="$n" '$1 == n || index($1, n ":") == 1 { print $1; exit }' <(sed -n "/^shots='/,/^'/p" scripts/screenshots.sh))
-    [[ -n $item ]] || fail "scripts/screenshots.sh's table has no picture of lesson $n"
+    item=$(awk -v n="$n" '$1 == n || index($1, n ":") == 1 { print $1; exit }' <(sed -n "/^shots='/,/^'/p" scripts/maintainers/screenshots.sh))
+    [[ -n $item ]] || fail "scripts/maintainers/screenshots.sh's table has no picture of lesson $n"
     pic=img/lesson${item/:/-}-wireshark.png
-    [[ -f docs/$pic ]] || fail "docs/$pic is missing: scripts/screenshots.sh $item"
+    [[ -f docs/$pic ]] || fail "docs/$pic is missing: scripts/maintainers/screenshots.sh $item"
     grep -q "]($pic)" "$(page_of "$n")" || fail "$(page_of "$n") does not show $pic"
   done
 }

@@ -49,7 +49,7 @@ covered() {
 }
 
 @test "every starter patch applies exactly to today's lesson, and every solution patch to its starter" {
-  run scripts/exercise.sh check
+  run scripts/exercises/exercise.sh check
   assert_output ""
   assert_success
 }
@@ -59,7 +59,7 @@ covered() {
   local dir=lessons/13_srq/exercises/13.1 line
   line=$(line_only_in "$dir") || fail "13.1's starter patch has no hunk of its own"
   sed -i "${line}s/\$/ \/\/ edited/" lessons/13_srq/lesson13.cpp
-  run scripts/exercise.sh check
+  run scripts/exercises/exercise.sh check
   assert_failure 1
   assert_line "exercise 13.1: its starter patch $dir/starter.patch no longer applies to lessons/13_srq/lesson13.cpp:"
   assert_line --regexp '^exercise: 1 exercise\(s\) whose patch does not apply: 13\.1 '
@@ -70,7 +70,7 @@ covered() {
   copy_tree
   # 1.1's starter is a file of its own; its TODO line is inside the solution's change.
   sed -i 's/TODO(1\.1)/TODO (1.1)/' lessons/01_device_query/exercises/1.1/starter.cpp
-  run scripts/exercise.sh check 1.1 1.2
+  run scripts/exercises/exercise.sh check 1.1 1.2
   assert_failure 1
   assert_line "exercise 1.1: its solution patch lessons/01_device_query/exercises/solutions/ex1_1.patch no longer applies to its starter:"
   refute_output --partial "exercise 1.2:"
@@ -82,14 +82,14 @@ covered() {
   local dir=lessons/13_srq/exercises/13.1 line
   line=$(line_only_in "$dir") || fail "13.1's starter patch has no hunk of its own"
   sed -i "${line}s/\$/ \/\/ edited/" lessons/13_srq/lesson13.cpp
-  run scripts/exercise.sh check 13.1
+  run scripts/exercises/exercise.sh check 13.1
   assert_failure 1
   run make --no-print-directory -s exercise-refresh
   assert_success
-  run scripts/exercise.sh check
+  run scripts/exercises/exercise.sh check
   assert_success
-  scripts/exercise.sh source 13.1 starter "$BATS_TEST_TMPDIR/starter.cpp"
-  scripts/exercise.sh source 13.1 solution "$BATS_TEST_TMPDIR/solution.cpp"
+  scripts/exercises/exercise.sh source 13.1 starter "$BATS_TEST_TMPDIR/starter.cpp"
+  scripts/exercises/exercise.sh source 13.1 solution "$BATS_TEST_TMPDIR/solution.cpp"
   assert_equal "$(grep -c ' // edited$' "$BATS_TEST_TMPDIR/starter.cpp")" 1
   assert_equal "$(grep -c ' // edited$' "$BATS_TEST_TMPDIR/solution.cpp")" 1
 }
@@ -101,7 +101,7 @@ covered() {
   run make --no-print-directory -s exercise-files
   assert_success
   assert_line "exercise 5.2: made your file $file from lessons/05_rdma_write_imm/lesson5.cpp and lessons/05_rdma_write_imm/exercises/5.2/starter.patch"
-  scripts/exercise.sh source 5.2 starter "$BATS_TEST_TMPDIR/starter.cpp"
+  scripts/exercises/exercise.sh source 5.2 starter "$BATS_TEST_TMPDIR/starter.cpp"
   cmp "$file" "$BATS_TEST_TMPDIR/starter.cpp"
   echo '// my own work' >>"$file"
   echo '// a later lesson edit' >>lessons/05_rdma_write_imm/lesson5.cpp
@@ -145,12 +145,12 @@ covered() {
   run make --no-print-directory -s exercise-save EX=13.1
   assert_success
   assert_output --partial "exercise 13.1: $file stored as the starter"
-  run scripts/exercise.sh check
+  run scripts/exercises/exercise.sh check
   assert_success
   rm "$file"
   make --no-print-directory -s exercise-files >/dev/null
   assert_equal "$(sed -n 3p "$file")" "// a maintainer's new line"
-  scripts/exercise.sh source 13.1 solution "$BATS_TEST_TMPDIR/solution.cpp"
+  scripts/exercises/exercise.sh source 13.1 solution "$BATS_TEST_TMPDIR/solution.cpp"
   assert_equal "$(grep -c "^// a maintainer's new line$" "$BATS_TEST_TMPDIR/solution.cpp")" 1
 }
 

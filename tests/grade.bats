@@ -2,7 +2,7 @@
 # bats file_tags=lab
 # tests/grade.bats - `make grade` proves every grader right, both ways: the
 # untouched starters FAIL with what was expected, what happened and a hint;
-# the reference solutions PASS. Runs on the host; scripts/grade.sh builds the
+# the reference solutions PASS. Runs on the host; scripts/exercises/grade.sh builds the
 # exercises here and grades them on real rxe (one lab guest per run when this
 # host has no RDMA device).
 
@@ -53,8 +53,8 @@ skipped_suffix() {
       [[ -f $dir/starter.patch || -f $dir/starter.cpp ]] || fail "$dir has neither starter.patch nor starter.cpp"
       assert_file_exists "$dir/grade.bash"
       assert_file_exists "${lesson}exercises/solutions/ex${n/./_}.patch"
-      scripts/exercise.sh source "$n" starter "$starter" || fail "the starter of $n cannot be made"
-      scripts/exercise.sh source "$n" solution "$solution" || fail "the solution of $n cannot be made"
+      scripts/exercises/exercise.sh source "$n" starter "$starter" || fail "the starter of $n cannot be made"
+      scripts/exercises/exercise.sh source "$n" solution "$solution" || fail "the solution of $n cannot be made"
       grep -q "TODO($n)" "$starter" || fail "the starter of $n has no TODO($n)"
       head -n1 "$dir/README.md" | grep -qE "^# $n .+ \((extend|break and diagnose|measure)\)$" ||
         fail "$dir/README.md's first line is not '# $n Title (kind)'"
@@ -110,11 +110,11 @@ skipped_suffix() {
 }
 
 @test "an unknown exercise is refused with the list of real ones, before anything is built or booted" {
-  run scripts/grade.sh 9.99
+  run scripts/exercises/grade.sh 9.99
   assert_equal "$status" 2
   assert_output --partial "grade: there is no exercise 9.99; there are: 1.1 1.2 "
   refute_output --partial "Soft-RoCE lab"
-  run scripts/grade.sh four
+  run scripts/exercises/grade.sh four
   assert_equal "$status" 2
   assert_output "grade: EX must look like 4.2, not 'four'"
 }
@@ -125,9 +125,9 @@ skipped_suffix() {
   mkdir -p "$copy"
   git ls-files -z | xargs -0 cp --parents -t "$copy"
   cd "$copy" || return 1
-  scripts/exercise.sh files 1.1
+  scripts/exercises/exercise.sh files 1.1
   echo 'this is not C++;' >>lessons/01_device_query/exercises/1.1/ex1_1.cpp
-  run scripts/grade.sh 1.1
+  run scripts/exercises/grade.sh 1.1
   assert_failure 1
   assert_line "FAIL 1.1 Name every capability flag (extend)"
   assert_line "  expected: lessons/01_device_query/exercises/1.1/ex1_1.cpp to compile"
@@ -158,7 +158,7 @@ fake_exercise() {
 
 @test "the grader's report shows the control bytes a program printed as ^X, never raw" {
   fake_exercise $'clear\e[2J\rPASS 9.9 forged\x9b'
-  run -0 scripts/grade_run.sh "$BATS_TEST_TMPDIR/list"
+  run -0 scripts/exercises/grade_run.sh "$BATS_TEST_TMPDIR/list"
   assert_line "FAIL 9.9 a fake exercise"
   assert_line '  clear^[[2J^MPASS 9.9 forged'$'M-^['
   [[ $output != *$'\e'* && $output != *$'\r'* ]] || fail "a raw control byte reached the report"
@@ -166,7 +166,7 @@ fake_exercise() {
 
 @test "the grader stops when mktemp cannot make its report file, instead of writing nowhere" {
   fake_exercise "whatever"
-  TMPDIR=$BATS_TEST_TMPDIR/no-such-folder run -1 scripts/grade_run.sh "$BATS_TEST_TMPDIR/list"
+  TMPDIR=$BATS_TEST_TMPDIR/no-such-folder run -1 scripts/exercises/grade_run.sh "$BATS_TEST_TMPDIR/list"
   assert_output --partial "mktemp"
   refute_line --partial "FAIL 9.9"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # tests/lab_selftest.bats - how make lab-selftest judges a run of rdma-core's
-# tests (scripts/lab/selftest_summary.py). Runs on the host, on logs made
+# tests (scripts/maintainers/lab_selftest_summary.py). Runs on the host, on logs made
 # here: nothing boots a guest.
 
 bats_require_minimum_version 1.5.0
@@ -34,7 +34,7 @@ a_run() {
 }
 
 summary() {
-  run /usr/bin/python3 -I scripts/lab/selftest_summary.py "$1" "$LOG" "$EXPECTED"
+  run /usr/bin/python3 -I scripts/maintainers/lab_selftest_summary.py "$1" "$LOG" "$EXPECTED"
 }
 
 @test "a failure listed for this kernel is expected: the summary counts passes, failures and skips by reason, and succeeds" {

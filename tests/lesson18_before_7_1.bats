@@ -3,7 +3,7 @@
 #
 # Lesson 18 on bookworm's Linux 6.1, where rxe's UDP 4791 socket lives only
 # in the initial network namespace: the same two namespaces as
-# tests/lesson18_netns.bats (scripts/netns_pair.sh, made in setup, removed
+# tests/lesson18_netns.bats (lessons/18_netns/netns_pair.sh, made in setup, removed
 # in teardown), and what fails, as the program reports it. tests/run.sh
 # boots a lab of its own with bookworm's kernel for this file (its
 # kernel: file tag), so the shared lab's devices are never touched. Then
@@ -76,9 +76,9 @@ needs_before_7_1() {
 # shellcheck disable=SC2154 # stderr, stderr_lines: set by Bats' run --separate-stderr
 @test "exclusive mode: rdma dev set DEV netns is not supported for rxe before 7.1" {
   needs_before_7_1
-  rx scripts/netns_pair.sh down
+  rx lessons/18_netns/netns_pair.sh down
   rx rdma system set netns exclusive
-  rx scripts/netns_pair.sh up >/dev/null
+  rx lessons/18_netns/netns_pair.sh up >/dev/null
   run rx rdma dev set rxe_a netns ns_a
   assert_failure
   assert_output --partial "Operation not supported"

@@ -4,7 +4,7 @@
 # Lesson 18 across two network namespaces of one lab guest, on Linux 7.1 or
 # later, where rxe has a UDP 4791 socket in every namespace: tests/run.sh
 # boots trixie-backports' kernel for this file (its kernel: file tag).
-# scripts/netns_pair.sh makes ns_a (veth_a 198.51.100.1, rxe_a) and ns_b
+# lessons/18_netns/netns_pair.sh makes ns_a (veth_a 198.51.100.1, rxe_a) and ns_b
 # (veth_b 198.51.100.2, rxe_b) for each test, and teardown removes them
 # (tests/helpers/netns_pair.bash). The same steps on 6.1, where they fail:
 # tests/lesson18_before_7_1.bats.
@@ -76,9 +76,9 @@ teardown() {
   run rx rdma system set netns exclusive
   assert_failure
   assert_output --partial "Device or resource busy"
-  rx scripts/netns_pair.sh down
+  rx lessons/18_netns/netns_pair.sh down
   rx rdma system set netns exclusive
-  rx scripts/netns_pair.sh up >/dev/null
+  rx lessons/18_netns/netns_pair.sh up >/dev/null
   rx rdma dev set rxe_a netns ns_a
   run --separate-stderr rx ./lesson18 --netns ns_a -p "$PORT" --timeout 1
   assert_failure 1

@@ -39,8 +39,8 @@ setup() {
   run make -n capture LESSON=10 SCENARIO=rnr
   assert_success
   # shellcheck disable=SC2016 # the recipe's text, $LESSON unexpanded
-  assert_line 'scripts/capture_lesson.sh "$LESSON" "$SCENARIO"'
-  refute_output --partial "capture_lesson.sh 10"
+  assert_line 'scripts/capture/lesson.sh "$LESSON" "$SCENARIO"'
+  refute_output --partial "capture/lesson.sh 10"
   refute_output --partial "rnr"
 }
 
@@ -58,7 +58,7 @@ setup() {
   run -0 make -n clean KERNELS="\$(shell touch $pwn.kernels)"
   run -0 make -n clean CXXFLAGS="\$(shell touch $pwn.cxxflags)"
   run -0 make -n check-kernels KERNELS="\$(shell touch $pwn.check)" NO_SUCH_VAR="\$(shell touch $pwn.any)"
-  assert_line "scripts/check_kernels.sh"
+  assert_line "scripts/maintainers/check_kernels.sh"
   assert_file_not_exists "$pwn.kernels"
   assert_file_not_exists "$pwn.cxxflags"
   assert_file_not_exists "$pwn.check"

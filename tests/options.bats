@@ -13,13 +13,13 @@ setup() {
 }
 
 @test "each option letter has one meaning in every program, and docs/options.md lists every option as -h prints it" {
-  run /usr/bin/python3 -I -S scripts/options_table.py --check
+  run /usr/bin/python3 -I -S scripts/maintainers/options_table.py --check
   assert_success
   assert_output "problems 0"
 }
 
 @test "the pingpong tools' letters keep their meaning: -s a size in bytes, -n a count, -m a path MTU in bytes" {
-  run /usr/bin/python3 -I -S scripts/options_table.py
+  run /usr/bin/python3 -I -S scripts/maintainers/options_table.py
   assert_success
   # shellcheck disable=SC2016 # the backquotes are Markdown's, not a command
   refute_line --regexp '^\| `-s, --[a-z-]+=(KIB|N)`'

@@ -28,12 +28,13 @@ is_shell() {
 }
 
 # shell_files: the shell files in git (tracked, or new and not ignored)
-# under scripts/, .ci/run, tests/run.sh, the test helpers, the exercises'
-# graders and every Bats file wherever it is, one a line.
+# under scripts/, .ci/run, tests/run.sh, the test helpers, a lesson's own
+# scripts (lessons/18_netns/netns_pair.sh), the exercises' graders and every
+# Bats file wherever it is, one a line.
 shell_files() {
   local file
   git ls-files --cached --others --exclude-standard -- \
-    'scripts/*' .ci/run tests/run.sh 'tests/helpers/*.bash' 'tests/helpers/*.sh' 'tests/helpers/stubs/*' 'tests/helpers/doctor_stubs/*' 'lessons/*/exercises/*/grade.bash' '*.bats' |
+    'scripts/*' .ci/run tests/run.sh 'tests/helpers/*.bash' 'tests/helpers/*.sh' 'tests/helpers/stubs/*' 'tests/helpers/doctor_stubs/*' 'lessons/*/*.sh' 'lessons/*/exercises/*/grade.bash' '*.bats' |
     while read -r file; do
       [[ -f $file ]] && is_shell "$file" && echo "$file"
     done
@@ -50,8 +51,9 @@ shell_files() {
   assert_line tests/helpers/stubs/rdma
   assert_line tests/helpers/doctor_breakages.sh
   assert_line tests/helpers/doctor_stubs/rping
-  assert_line scripts/grade.sh
+  assert_line scripts/exercises/grade.sh
   assert_line lessons/01_device_query/exercises/1.1/grade.bash
+  assert_line lessons/18_netns/netns_pair.sh
   assert_line tests/shell_style.bats
   assert_line tests/lab.bats
   assert_line tests/setup_rxe.bats

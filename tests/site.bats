@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # bats file_tags=lane:device
-# tests/site.bats - make site: the workbook as a site (scripts/site.sh), built
+# tests/site.bats - make site: the workbook as a site (scripts/site/build.sh), built
 # once for this file and opened in headless Chromium as a reader would
 # (tests/helpers/site_browser.py, Debian's chromium, chromium-driver and
 # python3-selenium), with every request the browser makes recorded: one
@@ -139,9 +139,9 @@ lesson_numbers() {
   # not built with the changed copy.
   printf '#!/bin/sh\nexit 1\n' >"$BATS_TEST_TMPDIR/bin/npm"
   chmod +x "$BATS_TEST_TMPDIR/bin/npm"
-  XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache" PATH="$BATS_TEST_TMPDIR/bin:$PATH" run -1 --separate-stderr scripts/site.sh
+  XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache" PATH="$BATS_TEST_TMPDIR/bin:$PATH" run -1 --separate-stderr scripts/site/build.sh
   # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
-  assert_equal "${stderr_lines[0]}" "site.sh: $cache/mermaid-12.3.0.min.js does not match the SHA-512 pinned in scripts/site.sh: fetching it again"
-  assert_equal "${stderr_lines[1]}" "site.sh: npm pack mermaid@12.3.0 failed: is the npm registry reachable?"
+  assert_equal "${stderr_lines[0]}" "site/build.sh: $cache/mermaid-12.3.0.min.js does not match the SHA-512 pinned in scripts/site/build.sh: fetching it again"
+  assert_equal "${stderr_lines[1]}" "site/build.sh: npm pack mermaid@12.3.0 failed: is the npm registry reachable?"
   assert_file_not_exists "$cache/mermaid-12.3.0.min.js"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # bats file_tags=lab
-# tests/tour.bats - make tour (scripts/tour.sh): the lessons in order, each
+# tests/tour.bats - make tour (scripts/lessons/tour.sh): the lessons in order, each
 # with its server and client as its run.conf says. Runs on the host: with no
 # RDMA device here, the tour boots one lab guest itself.
 
@@ -38,15 +38,15 @@ section() {
 
 @test "tour.sh refuses a lesson that does not exist, names the lessons, and boots nothing" {
   for bad in x 0 99 08 -1 '4 5'; do
-    run -2 scripts/tour.sh 4 "$bad"
+    run -2 scripts/lessons/tour.sh 4 "$bad"
     assert_output "tour.sh: no lesson '$bad': the lessons are $(all_lessons)"
     refute_output --partial "Soft-RoCE lab"
   done
 }
 
 @test "tour.sh -h prints its usage and boots nothing" {
-  run -0 scripts/tour.sh -h
-  assert_line --partial "scripts/tour.sh 4 5        only these"
+  run -0 scripts/lessons/tour.sh -h
+  assert_line --partial "scripts/lessons/tour.sh 4 5        only these"
   assert_line --partial "Exit status: 0 if every lesson succeeded, 1 if one failed, 2 misuse."
   refute_output --partial "Soft-RoCE lab"
 }
@@ -54,7 +54,7 @@ section() {
 # --- a real tour, in the lab -----------------------------------------------
 
 @test "the tour runs every lesson in order and each prints its result, on both sides" {
-  run timeout 600 scripts/tour.sh
+  run timeout 600 scripts/lessons/tour.sh
   assert_success
   tour=$output
   # Lesson 16 needs a device with ODP (not rxe before 6.15): where it has
@@ -124,7 +124,7 @@ section() {
 }
 
 @test "tour.sh N M runs only those lessons" {
-  run timeout 300 scripts/tour.sh 2 4
+  run timeout 300 scripts/lessons/tour.sh 2 4
   assert_success
   [[ $(grep -o '^===== lesson [0-9]*' <<<"$output" | paste -sd' ') == "===== lesson 2 ===== lesson 4" ]]
   assert_line "tour: done"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The workbook's Wireshark profile (docs/wireshark-profile/RDMA-Workbook), its
 # installer, the ladder that reads the profile's columns, and the captures
-# shipped in docs/captures/ (scripts/shipped_captures.sh). Runs on the host: the
+# shipped in docs/captures/ (scripts/capture/shipped.sh). Runs on the host: the
 # profile and ladder tests need only tshark; "the shipped captures are
 # current" boots a pair of lab guests per lesson and compares the wire.
 
@@ -96,7 +96,7 @@ Nak,Remote Access Error'
   run -1 tshark --disable-heuristic no_such_heuristic -r docs/captures/lesson4.pcapng -c 1
   assert_output --partial "No such protocol no_such_heuristic"
   # Lesson 11's 2-byte SENDs: without the profile one passes for "PPP Multiplexing"; in the ladder each is a SEND.
-  run -0 scripts/ladder.sh docs/captures/lesson11.pcapng 192.0.2.1 192.0.2.2
+  run -0 scripts/capture/ladder.sh docs/captures/lesson11.pcapng 192.0.2.1 192.0.2.2
   refute_output --partial "PPP"
   [[ $(grep -c 'RC Send Only (op 4)' <<<"$output") -ge 200 ]]
 }
@@ -112,14 +112,14 @@ Nak,Remote Access Error'
   run diff -r docs/wireshark-profile/RDMA-Workbook "$dest"
   assert_success
   echo "# changed by the learner" >>"$dest/colorfilters"
-  run -0 scripts/wireshark_profile.sh </dev/null
+  run -0 scripts/capture/wireshark_profile.sh </dev/null
   assert_output --regexp "kept the profile that was there as $dest\.backup-[0-9]{8}-[0-9]{6}"
   backups=("$dest".backup-*)
   assert_equal "${#backups[@]}" 1
   assert_file_contains "${backups[0]}/colorfilters" "changed by the learner"
   run diff -r docs/wireshark-profile/RDMA-Workbook "$dest"
   assert_success
-  run -0 scripts/wireshark_profile.sh </dev/null # a third time in the same second: a second backup
+  run -0 scripts/capture/wireshark_profile.sh </dev/null # a third time in the same second: a second backup
   backups=("$dest".backup-*)
   assert_equal "${#backups[@]}" 2
 }
@@ -127,11 +127,11 @@ Nak,Remote Access Error'
 @test "the installer uses XDG_CONFIG_HOME, and ~/.wireshark where only that older folder exists" {
   export HOME=$BATS_TEST_TMPDIR/home XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/xdg
   mkdir -p "$HOME"
-  run -0 scripts/wireshark_profile.sh
+  run -0 scripts/capture/wireshark_profile.sh
   assert_file_exists "$XDG_CONFIG_HOME/wireshark/profiles/RDMA-Workbook/preferences"
   export XDG_CONFIG_HOME=
   mkdir -p "$HOME/.wireshark"
-  run -0 scripts/wireshark_profile.sh
+  run -0 scripts/capture/wireshark_profile.sh
   assert_file_exists "$HOME/.wireshark/profiles/RDMA-Workbook/preferences"
   assert_dir_not_exists "$HOME/.config/wireshark"
 }
@@ -144,7 +144,7 @@ Nak,Remote Access Error'
     hex+=$(printf '000000 11 00 ff ff 00 00 00 11 00 00 00 %02x %02x 00 00 01 de ad be ef\n' "$t" $((0x20 | t)))$'\n'
   done
   pcap rnr "$hex"
-  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/rnr.pcap"
+  run -0 scripts/capture/ladder.sh "$BATS_TEST_TMPDIR/rnr.pcap"
   assert_line --index 1 --partial "AETH RNR NAK timer 655.36 ms (0) msn=1"
   assert_line --index 13 --partial "AETH RNR NAK timer 0.64 ms (12) msn=1"
   assert_line --index 32 --partial "AETH RNR NAK timer 491.52 ms (31) msn=1"
@@ -159,7 +159,7 @@ Nak,Remote Access Error'
 000000 11 00 ff ff 00 00 00 11 00 00 00 02 61 00 00 01 de ad be ef
 000000 11 00 ff ff 00 00 00 11 00 00 00 03 62 00 00 01 de ad be ef
 000000 11 00 ff ff 00 00 00 11 00 00 00 04 63 00 00 01 de ad be ef'
-  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/naks.pcap"
+  run -0 scripts/capture/ladder.sh "$BATS_TEST_TMPDIR/naks.pcap"
   assert_line --index 1 --regexp ' psn 1  AETH NAK PSN sequence error \(0\) msn=1$'
   assert_line --index 2 --regexp ' psn 2  AETH NAK invalid request \(1\) msn=1$'
   assert_line --index 3 --regexp ' psn 3  AETH NAK remote access error \(2\) msn=1$'
@@ -174,7 +174,7 @@ Nak,Remote Access Error'
 000000 04 00 ff ff 00 00 00 11 80 00 00 05 32 33 00 00 de ad be ef
 000000 04 00 ff ff 00 00 00 12 80 00 00 05 32 33 00 00 de ad be ef
 000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef'
-  run -0 scripts/ladder.sh "$BATS_TEST_TMPDIR/resend.pcap" 192.0.2.1 192.0.2.2
+  run -0 scripts/capture/ladder.sh "$BATS_TEST_TMPDIR/resend.pcap" 192.0.2.1 192.0.2.2
   assert_line --index 1 --regexp 'RC Send Only \(op 4\)  dest qp 0x000011 psn 5$'
   assert_line --index 3 --regexp 'RC Send Only \(op 4\)  dest qp 0x000011 psn 5  RETRANSMIT \(first: frame 1\)$'
   assert_line --index 4 --regexp 'dest qp 0x000012 psn 5$'
@@ -184,18 +184,18 @@ Nak,Remote Access Error'
 }
 
 @test "ladder.sh refuses a profile that lacks a column it prints, naming the column" {
-  mkdir -p "$BATS_TEST_TMPDIR/repo/scripts" "$BATS_TEST_TMPDIR/repo/docs/wireshark-profile"
-  cp scripts/ladder.sh "$BATS_TEST_TMPDIR/repo/scripts/"
+  mkdir -p "$BATS_TEST_TMPDIR/repo/scripts/capture" "$BATS_TEST_TMPDIR/repo/docs/wireshark-profile"
+  cp scripts/capture/ladder.sh "$BATS_TEST_TMPDIR/repo/scripts/capture/"
   cp -R docs/wireshark-profile/RDMA-Workbook "$BATS_TEST_TMPDIR/repo/docs/wireshark-profile/"
   sed -i '/"ImmDt", /d' "$BATS_TEST_TMPDIR/repo/docs/wireshark-profile/RDMA-Workbook/preferences"
-  run -1 "$BATS_TEST_TMPDIR/repo/scripts/ladder.sh" docs/captures/lesson5.pcapng
+  run -1 "$BATS_TEST_TMPDIR/repo/scripts/capture/ladder.sh" docs/captures/lesson5.pcapng
   assert_output "ladder.sh: the profile $BATS_TEST_TMPDIR/repo/docs/wireshark-profile/RDMA-Workbook has no column \"ImmDt\""
 }
 
 # --- the shipped captures ----------------------------------------------------------
 
 @test "every lesson with a peer has a small shipped capture whose comment says what was run" {
-  run -0 scripts/shipped_captures.sh --list
+  run -0 scripts/capture/shipped.sh --list
   assert_line 4
   assert_line 9
   local items=("${lines[@]}") item file
@@ -207,14 +207,14 @@ Nak,Remote Access Error'
     assert_output --partial "RDMA Verbs Workbook, make capture LESSON=${item%%:*}"
     # (lesson 10's retry is one SEND sent 7 times: one line of signature, 7 packets)
     [[ $(tshark -r "$file" -Y infiniband 2>/dev/null | wc -l) -ge 2 ]] || fail "$file has fewer than 2 RoCE packets"
-    [[ $(scripts/shipped_captures.sh --signature "$file" | wc -l) -ge 1 ]] || fail "$file has no RoCE packet in its signature"
+    [[ $(scripts/capture/shipped.sh --signature "$file" | wc -l) -ge 1 ]] || fail "$file has no RoCE packet in its signature"
   done
   # A shipped file no lesson makes is stale.
   for file in docs/captures/*.pcapng; do
     item=${file#docs/captures/lesson}
     item=${item%.pcapng}
     item=${item/-/:}
-    [[ " ${items[*]} " == *" $item "* ]] || fail "$file: no lesson makes it (scripts/shipped_captures.sh --list)"
+    [[ " ${items[*]} " == *" $item "* ]] || fail "$file: no lesson makes it (scripts/capture/shipped.sh --list)"
   done
 }
 
@@ -226,7 +226,7 @@ Nak,Remote Access Error'
 000000 04 00 ff ff 00 00 00 12 80 00 00 05 32 33 00 00 de ad be ef
 000000 11 00 ff ff 00 00 00 11 00 00 00 05 1f 00 00 01 de ad be ef'
   local shipped=$BATS_TEST_TMPDIR/shipped
-  CAPTURES_DIR=$shipped run -0 scripts/shipped_captures.sh --from "$BATS_TEST_TMPDIR/resend.pcap" 4
+  CAPTURES_DIR=$shipped run -0 scripts/capture/shipped.sh --from "$BATS_TEST_TMPDIR/resend.pcap" 4
   assert_output --regexp "^$shipped/lesson4.pcapng +5 RoCE packets, [0-9]+ bytes$"
   run -0 capinfos -k "$shipped/lesson4.pcapng"
   assert_output --partial 'make capture LESSON=4: guest a (192.0.2.1) ran the server "./lesson4 --timeout 60", guest b (192.0.2.2) the client "./lesson4 --timeout 60 192.0.2.1 2 3"'
@@ -238,11 +238,11 @@ Nak,Remote Access Error'
   assert_output 3
 }
 
-@test "shipped_captures.sh refuses an unknown capture and an unknown option, exit 2, before booting anything" {
-  run -2 scripts/shipped_captures.sh 2
-  assert_output --regexp "^shipped_captures.sh: no capture '2'; the captures are: 4 5 6 7 8 9"
-  run -2 scripts/shipped_captures.sh --nope
-  assert_output "shipped_captures.sh: unknown option '--nope' (see scripts/shipped_captures.sh -h)"
+@test "capture/shipped.sh refuses an unknown capture and an unknown option, exit 2, before booting anything" {
+  run -2 scripts/capture/shipped.sh 2
+  assert_output --regexp "^capture/shipped.sh: no capture '2'; the captures are: 4 5 6 7 8 9"
+  run -2 scripts/capture/shipped.sh --nope
+  assert_output "capture/shipped.sh: unknown option '--nope' (see scripts/capture/shipped.sh -h)"
 }
 
 # A PATH holding the host's commands but the ones named: what a machine without them sees.
@@ -256,15 +256,15 @@ path_without() {
   echo "$dir"
 }
 
-@test "shipped_captures.sh without tshark, or without the lab's qemu, says what is missing and how to get it" {
-  PATH=$(path_without tshark) run -1 scripts/shipped_captures.sh --check 4
-  assert_output "shipped_captures.sh: tshark is missing: install the Debian package tshark (make deps, or apt-get install tshark)"
-  PATH=$(path_without qemu-system-x86_64) run -1 scripts/shipped_captures.sh --check 4
-  assert_output "shipped_captures.sh: the lab needs qemu-system-x86_64 (Debian package qemu-system-x86): make deps, and docs/lab.md"
+@test "capture/shipped.sh without tshark, or without the lab's qemu, says what is missing and how to get it" {
+  PATH=$(path_without tshark) run -1 scripts/capture/shipped.sh --check 4
+  assert_output "capture/shipped.sh: tshark is missing: install the Debian package tshark (make deps, or apt-get install tshark)"
+  PATH=$(path_without qemu-system-x86_64) run -1 scripts/capture/shipped.sh --check 4
+  assert_output "capture/shipped.sh: the lab needs qemu-system-x86_64 (Debian package qemu-system-x86): make deps, and docs/lab.md"
 }
 
 @test "screenshots.sh refuses a picture it has no table line for, before installing or starting anything" {
-  run -2 scripts/screenshots.sh 3
+  run -2 scripts/maintainers/screenshots.sh 3
   assert_output --regexp "^screenshots.sh: no picture '3' in the table; it has: 4 5 6 7 8 9 10:rnr 11 12 13 14 15"
 }
 
@@ -274,20 +274,20 @@ path_without() {
     page=$(compgen -G "docs/lesson$n-*.md")
     if [[ $n == 10 ]]; then png=img/lesson10-rnr-wireshark.png; else png=img/lesson$n-wireshark.png; fi
     grep -qF "]($png)" "$page" || fail "$page does not show $png"
-    [[ -s docs/$png ]] || fail "docs/$png is not shipped (scripts/screenshots.sh)"
+    [[ -s docs/$png ]] || fail "docs/$png is not shipped (scripts/maintainers/screenshots.sh)"
   done
 }
 
 # Whether each shipped capture is current is checked where the lessons are
 # captured anyway: tests/capture.bats and tests/capture_lessonN.bats compare
-# their fresh capture with the shipped file (shipped_captures.sh --compare).
+# their fresh capture with the shipped file (capture/shipped.sh --compare).
 
 @test "a capture whose wire differs from the shipped file fails the check, with the difference" {
   # Lesson 8's shipped file stands in for lesson 4's: lesson 4 sends one
   # request, lesson 8 two, so the check must see two packets missing.
   mkdir -p "$BATS_TEST_TMPDIR/shipped"
   cp docs/captures/lesson8.pcapng "$BATS_TEST_TMPDIR/shipped/lesson4.pcapng"
-  CAPTURES_DIR=$BATS_TEST_TMPDIR/shipped run scripts/shipped_captures.sh --compare docs/captures/lesson4.pcapng 4
+  CAPTURES_DIR=$BATS_TEST_TMPDIR/shipped run scripts/capture/shipped.sh --compare docs/captures/lesson4.pcapng 4
   assert_failure 1
   assert_line "4: the wire changed since $BATS_TEST_TMPDIR/shipped/lesson4.pcapng was recorded: run make captures"
   assert_line "-client -> server op 4"
@@ -295,7 +295,7 @@ path_without() {
 }
 
 @test "a capture with the shipped file's wire is current" {
-  run scripts/shipped_captures.sh --compare docs/captures/lesson7.pcapng 7
+  run scripts/capture/shipped.sh --compare docs/captures/lesson7.pcapng 7
   assert_success
   assert_line --regexp '^7: current \([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson7\.pcapng\)$'
 }

@@ -10,7 +10,7 @@
 //   --test bw    a stream: -n messages, up to --depth of them in flight, timed
 //                from the first ibv_post_send to the last completion:
 //                bytes x iterations / seconds, in MiB/s.
-// perftest (ib_send_lat, ib_write_bw ...) does exactly this; scripts/bench.sh
+// perftest (ib_send_lat, ib_write_bw ...) does exactly this; scripts/bench/run.sh
 // runs both side by side. The levers, one option each: message size (-s, -a)
 // against the path MTU, IBV_SEND_INLINE (--inline), selective signaling
 // (--signal), post lists (--batch), queue depth (--depth), busy polling

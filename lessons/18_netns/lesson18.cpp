@@ -18,7 +18,7 @@
 //
 // Run it in the lab (Linux 7.3: LAB_KERNEL=trixie-backports scripts/lab.sh up),
 // two namespaces joined by a veth pair, an rxe device on each end
-// (scripts/netns_pair.sh up makes them: ns_a 198.51.100.1, ns_b 198.51.100.2):
+// (lessons/18_netns/netns_pair.sh up makes them: ns_a 198.51.100.1, ns_b 198.51.100.2):
 //     ./lesson18 --netns ns_a                        server, in ns_a
 //     ./lesson18 --netns ns_b 198.51.100.1 2 3       client, in ns_b: "result: 2 + 3 = 5"
 // Without --netns it runs in the namespace it was started in (a container's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/measure.sh OUTDIR - the measurements of `make bench` (scripts/bench.sh),
+# bench/measure.sh OUTDIR - the measurements of `make bench` (scripts/bench/run.sh),
 # run where the RDMA device is: in a lab guest, or on this host.
 #
 # Runs lesson 11 and perftest's matching tools side by side in interleaved

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/plot.sh DIR - the plots of `make bench` (scripts/bench.sh): DIR's
+# bench/plot.sh DIR - the plots of `make bench` (scripts/bench/run.sh): DIR's
 # CSVs (written by bench/measure.sh) into PNGs beside them, with gnuplot.
 #   latency.png       typical latency against size: send, send --events,
 #                     write, read, and send/write --inline

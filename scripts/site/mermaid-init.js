@@ -1,7 +1,7 @@
 // mermaid-init.js - draw every ```mermaid block of a page as SVG.
 // pymdownx.superfences leaves each block's source in a
 // <div class="mermaid-diagram"> (scripts/site/mkdocs.yml); this replaces it
-// with the drawing, using the Mermaid that scripts/site.sh vendored into
+// with the drawing, using the Mermaid that scripts/site/build.sh vendored into
 // the site (assets/mermaid/mermaid.min.js, 5 MiB: loaded only by a page
 // that has a diagram). Nothing is loaded from the network.
 // A block that Mermaid cannot parse keeps its source, marked

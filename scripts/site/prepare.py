@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """prepare.py - lay out the pages of the site that `make site` builds
-(scripts/site.sh), and write its mkdocs.yml with the contents in reading order.
+(scripts/site/build.sh), and write its mkdocs.yml with the contents in reading order.
 
     python3 scripts/site/prepare.py OUT
 

@@ -23,7 +23,7 @@ capture_setup() {
 
 # capture N [SCENARIO]: run `make capture LESSON=N [SCENARIO=S]` (bounded),
 # check that both guests succeeded and the ladder was printed, and that the
-# wire is still the shipped docs/captures/ file (scripts/shipped_captures.sh
+# wire is still the shipped docs/captures/ file (scripts/capture/shipped.sh
 # --compare: the same packets, so the shipped capture is current). Leaves
 # make capture's output in $output and $lines.
 capture() {
@@ -35,7 +35,7 @@ capture() {
   assert_file_exists "$pcap"
   assert_output --partial "packet ladder of $pcap"
   made=$output
-  run scripts/shipped_captures.sh --compare "$pcap" "$item"
+  run scripts/capture/shipped.sh --compare "$pcap" "$item"
   assert_success
   assert_line --regexp "^$item: current \\([0-9]+ distinct RoCE packets as shipped in docs/captures/"
   output=$made

@@ -1,5 +1,5 @@
 # tests/helpers/netns_pair.bash - lesson 18's suites: the two namespaces of
-# scripts/netns_pair.sh, made in the lab guest for one test and removed after.
+# lessons/18_netns/netns_pair.sh, made in the lab guest for one test and removed after.
 # Load after helpers/lesson, then call pair_up in a test and pair_down in
 # teardown. Only in the lab: on a host's own device the test skips, since
 # the namespaces, veths and rxe devices would be the host's.
@@ -14,10 +14,10 @@ PAIR_MADE=
 pair_up() {
   ((${#RX[@]})) || skip "makes network namespaces and rxe devices: runs only in the lab (make check, tests/run.sh)"
   PAIR_MADE=1
-  rx scripts/netns_pair.sh down
-  rx scripts/netns_pair.sh up >"$BATS_TEST_TMPDIR/pair.out" 2>&1 || {
+  rx lessons/18_netns/netns_pair.sh down
+  rx lessons/18_netns/netns_pair.sh up >"$BATS_TEST_TMPDIR/pair.out" 2>&1 || {
     cat "$BATS_TEST_TMPDIR/pair.out" >&2
-    fail "scripts/netns_pair.sh up failed"
+    fail "lessons/18_netns/netns_pair.sh up failed"
   }
 }
 
@@ -25,6 +25,6 @@ pair_up() {
 # the netns mode back to shared, as every other suite expects it.
 pair_down() {
   [[ -n $PAIR_MADE ]] || return 0
-  rx scripts/netns_pair.sh down
+  rx lessons/18_netns/netns_pair.sh down
   rx rdma system set netns shared
 }

@@ -1,5 +1,5 @@
 # Grader of exercise 1.1: the "cap:" lines name exactly the flags ibv_devinfo -v lists.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="one table of {IBV_DEVICE_..., \"IBV_DEVICE_...\"} pairs in the order of enum ibv_device_cap_flags, and one loop testing flags & flag"
 
 grade() {

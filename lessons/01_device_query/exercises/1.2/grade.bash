@@ -1,5 +1,5 @@
 # Grader of exercise 1.2: the used slots, addresses and types are the kernel's, and the counts add up.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="ibv_query_gid_ex returns 0 for a used slot and ENODATA for an empty one; count the second, print the first"
 
 # "0000:...:c000:0201" or "::ffff:192.0.2.1" -> the full 32-hex-digit form.

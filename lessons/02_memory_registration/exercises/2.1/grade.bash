@@ -1,5 +1,5 @@
 # Grader of exercise 2.1: the 16 access combinations, each verdict as the rule says and as the kernel said.
-# shellcheck disable=SC2034 # HINT is read by scripts/grade_lib.bash
+# shellcheck disable=SC2034 # HINT is read by scripts/exercises/grade_lib.bash
 HINT="loop combo = 0..15, OR in kFlags[i].bit for each bit i of combo, call ibv_reg_mr without CHECK_PTR, print 'registered' or 'refused' with wb::errno_str(errno)"
 
 # "LOCAL_WRITE|REMOTE_READ" for combination 5, as access_str() writes it; "0" for none.

@@ -1,5 +1,5 @@
 # Grader of exercise 2.2: VmPin counts every registration of the same pages, and so does RLIMIT_MEMLOCK.
-# shellcheck disable=SC2034 # HINT is read by scripts/grade_lib.bash
+# shellcheck disable=SC2034 # HINT is read by scripts/exercises/grade_lib.bash
 HINT="register buf twice with ibv_reg_mr (the same pointer, the same length), print VmPin after each, then ibv_dereg_mr both"
 
 # The number of kB in the line of FILE that starts with PREFIX ("VmPin before:").

@@ -1,5 +1,5 @@
 # Grader of exercise 2.3: after ibv_dereg_mr and ibv_reg_mr again, the new rkey reads the page and the old one is refused.
-# shellcheck disable=SC2034 # HINT is read by scripts/grade_lib.bash
+# shellcheck disable=SC2034 # HINT is read by scripts/exercises/grade_lib.bash
 HINT="page_mr.reset() deregisters; page_mr.reset(CHECK_PTR(ibv_reg_mr(pd.get(), page.get(), page_size, IBV_ACCESS_REMOTE_READ))) registers the page again"
 
 grade() {

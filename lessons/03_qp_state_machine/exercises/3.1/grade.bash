@@ -1,5 +1,5 @@
 # Grader of exercise 3.1: a SEND with no receive posted and rnr_retry 0 fails with status 13 after one RNR NAK.
-# shellcheck disable=SC2034 # HINT is read by scripts/grade_lib.bash
+# shellcheck disable=SC2034 # HINT is read by scripts/exercises/grade_lib.bash
 HINT="move ibv_post_recv on B to after A's SEND completed, and set rnr_retry = 0 in the RTR -> RTS attributes"
 
 grade() {

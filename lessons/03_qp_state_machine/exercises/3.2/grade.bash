@@ -1,5 +1,5 @@
 # Grader of exercise 3.2: a QP moved to ERR flushes what is posted on it, and sends nothing.
-# shellcheck disable=SC2034 # HINT is read by scripts/grade_lib.bash
+# shellcheck disable=SC2034 # HINT is read by scripts/exercises/grade_lib.bash
 HINT="ibv_modify_qp(qa.get(), &attr, IBV_QP_STATE) with .qp_state = IBV_QPS_ERR, then ibv_post_send (wr_id 3) and complete(); the same for B with a receive (wr_id 4)"
 
 grade() {

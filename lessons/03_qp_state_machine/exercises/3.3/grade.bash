@@ -1,5 +1,5 @@
 # Grader of exercise 3.3: with B's rq_psn behind A's sq_psn, A gives up after (retry_cnt + 1) ACK timeouts.
-# shellcheck disable=SC2034 # HINT is read by scripts/grade_lib.bash
+# shellcheck disable=SC2034 # HINT is read by scripts/exercises/grade_lib.bash
 HINT="b_expects = (psn_a - kPsnGap) & 0xFFFFFF; .retry_cnt = retry_cnt; predicted_ms = lround((retry_cnt + 1) * 4.096e-3 * (1 << kTimeout))"
 
 # One run with -r RETRY; returns 1 (after ex_fail) when anything is off.

@@ -1,5 +1,5 @@
 # Grader of exercise 4.1: N requests on one connection, every sum right, 2N SENDs and no RNR NAK.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="loop on both sides; the server re-posts its receive after decoding request i and before it SENDs answer i; the client posts the receive for answer i before it SENDs request i"
 
 grade() {

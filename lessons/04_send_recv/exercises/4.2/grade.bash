@@ -1,5 +1,5 @@
 # Grader of exercise 4.2: a late receive and rnr_retry 0 give IBV_WC_RNR_RETRY_EXC_ERR (13); rnr_retry 7 survives it.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="server: send \"RTR!\", sleep kLate, then post_receive; client: your own qp_to_rts with .rnr_retry = rnr_retry, and a hand-written ibv_poll_cq loop that prints the status before it fails"
 
 # One server and one client run; $1 the program, $2 the TCP port, $3 the client's --rnr-retry; A and B in $a and $b.

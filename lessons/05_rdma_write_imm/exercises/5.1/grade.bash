@@ -1,5 +1,5 @@
 # Grader of exercise 5.1: a plain WRITE then a SEND of the length; the server reads the message intact.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="client: write_wr (IBV_WR_RDMA_WRITE, send_flags 0, .next = &send_wr) and send_wr (IBV_WR_SEND, SIGNALED, 4 bytes of htonl(length)); server: a receive with a registered 4-byte buffer, IBV_WC_RECV, ntohl of what arrived"
 
 grade() {

@@ -1,5 +1,5 @@
 # Grader of exercise 5.2: one byte past the server's buffer is a remote access error (10) on both sides; 16 of 16 fit.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="client: skip the length check when opt.given('U'); both sides: poll_by_hand, print the status with wc_status_name and its number, and on failure fail_with_qp_state, which calls ibv_query_qp(qp, &attr, IBV_QP_STATE, &init)"
 
 # One server (-s 16) and one client (-U) run; $1 the program, $2 the TCP port, $3 the message.

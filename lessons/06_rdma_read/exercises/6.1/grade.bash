@@ -1,7 +1,7 @@
 # Grader of exercise 6.1: the client's pattern, RDMA-written over the start of
 # the server's text, is what the server's CPU finds there afterwards, and what
 # the client READs back (followed by the rest of the server's text).
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="server: ibv_reg_mr with LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ and REMOTE_WRITE | REMOTE_READ in wb::qp_to_init; client: an IBV_WR_RDMA_WRITE from out_mr, polled, before the READ"
 
 grade() {

@@ -1,7 +1,7 @@
 # Grader of exercise 6.2: a READ one byte past the server's MR is refused by
 # the server's NIC (IBV_WC_REM_ACCESS_ERR, 10), which moves its QP to ERR; the
 # READ of exactly what was offered still works.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="with --past-end post sge.length = peer.length + 1; on the server, wb::query_state(qp.get()) after DONE"
 
 # run_pair PORT TEXT PROGRAM [CLIENT ARGS...]: a server exposing TEXT, then one client.

@@ -2,7 +2,7 @@
 # each, and the server's record ends at exactly (2N, 2N), with the lock free.
 # Without the lock the same run loses hundreds of updates (measured on rxe:
 # (1356, 1356) instead of (2000, 2000)).
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="before the READ, loop on post_atomic(IBV_WR_ATOMIC_CMP_AND_SWP, lock_addr, compare 0, swap my_id) until it returns 0; after the WRITE, CAS my_id -> 0"
 
 readonly kRounds=1000 # per client: enough that two unlocked clients always collide

@@ -1,7 +1,7 @@
 # Grader of exercise 7.2: N FETCH_AND_ADDs of +5 then N of -1 leave the
 # server's counter at 4N, and the old values the client prints step by 5,
 # then back by 1.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="two loops of N: compare_add = 5, then compare_add = UINT64_MAX (-1 as a uint64_t: the 64-bit sum wraps); print \"+5\" or \"-1\" in each line"
 
 grade() {

@@ -2,7 +2,7 @@
 # IBV_WC_REM_ACCESS_ERR (10), refused by its QP with IBV_WC_REM_INV_REQ_ERR (9);
 # either way the server's QP ends in ERR and its counter stays 0. Allowed, the
 # adds count as in lesson 7.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="--refuse mr: ibv_reg_mr with IBV_ACCESS_LOCAL_WRITE alone; --refuse qp: qp_access 0 for wb::qp_to_init, the MR unchanged"
 
 # run_pair PORT PROGRAM [SERVER ARGS...]: a server (with those arguments), then one client doing 2 adds.

@@ -1,7 +1,7 @@
 # Grader of exercise 8.1: a client armed for solicited completions only
 # wakes for the answers (flagged IBV_SEND_SOLICITED by the server), never for
 # its own SEND completions, yet still drains all 2N of them.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="the client passes 1 to ibv_req_notify_cq (the first arm and every re-arm); the server's answers carry IBV_SEND_SIGNALED | IBV_SEND_SOLICITED"
 
 grade() {

@@ -1,27 +1,10 @@
 # Grader of exercise 8.2: both sides exit within seconds of their result
 # (ibv_destroy_cq returns only once every CQ event taken has been
 # acknowledged, exactly once) and say how many events they took and acked.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="run the client under gdb, interrupt it once it hangs and read the backtrace (the README shows how, in the lab): which verb under main waits, and for what? man ibv_get_cq_event, NOTES"
 
 readonly kExitSeconds=5 # a side that is not gone this long after its work is done hangs
-
-# Wait at most kExitSeconds for the server to exit; EX_SERVER_STATUS 124 if it did not.
-wait_server_briefly() {
-  local i
-  EX_SERVER_STATUS=124
-  for ((i = 0; i < kExitSeconds * 10; i++)); do
-    if ! kill -0 "$EX_SERVER_PID" 2>/dev/null; then
-      EX_SERVER_STATUS=0
-      wait "$EX_SERVER_PID" || EX_SERVER_STATUS=$?
-      EX_SERVER_PID=
-      return 0
-    fi
-    sleep 0.1
-  done
-  kill "$EX_SERVER_PID" 2>/dev/null
-  EX_SERVER_PID=
-}
 
 # "events: E, acknowledged: A, ..." from FILE, checked: A == E >= 1. Prints what is wrong, if anything.
 acks_wrong() {
@@ -45,7 +28,7 @@ grade() {
   fi
   # The client's work takes well under a second; timeout stops it if it hangs.
   ex_run timeout "$kExitSeconds" "$1" -p "$EX_PORT" --timeout 5 -n "$n" 127.0.0.1 "$a" "$b"
-  wait_server_briefly
+  ex_wait_server "$kExitSeconds"
 
   got=$(ex_line "$EX_OUT" '^result: ' || echo 'no "result:" line')
   if ((EX_STATUS == 124)); then

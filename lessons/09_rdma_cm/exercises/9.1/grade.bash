@@ -1,7 +1,7 @@
 # Grader of exercise 9.1: A and B ride in the ConnectRequest's private data,
 # the sum in the ConnectReply's; both sides print the sum, and the port
 # counters show the five CM messages and no SEND of ours.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="rdma_conn_param.private_data = &request (client) / &answer.response (server), private_data_len = 16; copy ev->param.conn.private_data before rdma_ack_cm_event; its private_data_len is the CM message's room, not 16: use the first 16 bytes"
 
 # An IPv4 address of the RDMA netdev under EX_DEV (the lab: 192.0.2.1 on dummy0).

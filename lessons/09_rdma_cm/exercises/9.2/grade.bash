@@ -1,7 +1,7 @@
 # Grader of exercise 9.2: one server (-c 2) serves two clients one after the
 # other; between them it holds nothing of the first connection (rdma
 # resource show: only its listening id, no QP), and it ends "served 2 clients".
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="listen once; then a loop of -c rounds whose body declares the connection's id (from each CONNECT_REQUEST), PD, CQs, QP and MRs, so that each round destroys them in reverse before the next; print the per-client line, and 'result: served N clients' after the loop"
 
 # An IPv4 address of the RDMA netdev under EX_DEV (the lab: 192.0.2.1 on dummy0).

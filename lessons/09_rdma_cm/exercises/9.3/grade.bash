@@ -1,7 +1,7 @@
 # Grader of exercise 9.3: a client started a second before its server is
 # refused (RDMA_CM_EVENT_REJECTED, reject reason 8), says so, retries with a
 # new id and QP, and gets its sum; the port counters confirm each refusal.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="after rdma_connect take the next event with wb::take_cm_event (the lesson's next_cm_event without its check); on RDMA_CM_EVENT_REJECTED with status 8, before --timeout, ack it and start a new attempt from rdma_create_id, inside a loop whose body holds that attempt's id, PD, CQs, QP and MRs"
 
 # An IPv4 address of the RDMA netdev under EX_DEV (the lab: 192.0.2.1 on dummy0).

@@ -1,5 +1,5 @@
 # Grader of exercise 10.1: with its three mistakes fixed, A's WRITE and SEND and B's RECV succeed and carry the text.
-# shellcheck disable=SC2034 # HINT is read by scripts/grade_lib.bash
+# shellcheck disable=SC2034 # HINT is read by scripts/exercises/grade_lib.bash
 HINT="IBV_WC_REM_INV_REQ_ERR (9): B's qp_access_flags; IBV_WC_REM_ACCESS_ERR (10): B's page MR; IBV_WC_REM_OP_ERR (11): B's receive length (docs/lesson10-failures.md)"
 
 grade() {

@@ -1,5 +1,5 @@
 # Grader of exercise 10.2: after IBV_WC_RNR_RETRY_EXC_ERR, A goes RESET, INIT, RTR, RTS and the second SEND arrives.
-# shellcheck disable=SC2034 # HINT is read by scripts/grade_lib.bash
+# shellcheck disable=SC2034 # HINT is read by scripts/exercises/grade_lib.bash
 HINT="for A and B: ibv_modify_qp to IBV_QPS_RESET (mask IBV_QP_STATE), wb::qp_to_init, post B's receive, fresh PSNs, wb::qp_to_rtr, wb::qp_to_rts; print_state after each"
 
 grade() {

@@ -1,5 +1,5 @@
 # Grader of exercise 11.1: -l N posts N WRs per ibv_post_send call, and strace sees one write() per call.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="build k = min(batch, n - posted) WRs while posted + k - completed <= kDepth, chain them with .next, post them with one ibv_post_send, then ++calls and posted += k"
 
 # One server and one client run under strace; $1 the program, $2 the TCP

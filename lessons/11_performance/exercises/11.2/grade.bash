@@ -1,5 +1,5 @@
 # Grader of exercise 11.2: min, typical (median), p99 and max of the client's own samples, halved.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="std::sort(rtt), median = middle sample (mean of the two middle ones for even n), p99 = rtt[ceil(0.99 n) - 1], min = rtt.front(), max = rtt.back(); print each / 2 / 1000 with %.2f"
 
 # expected FILE: the line the client should print, computed here from the

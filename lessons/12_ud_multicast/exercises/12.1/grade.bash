@@ -1,5 +1,5 @@
 # Grader of exercise 12.1: the client's UD receive makes room for the 40-byte GRH and reads the answer after it.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="the client's receive must hold the GRH too: ud::kGrhBytes + mtu bytes, as the server's; the response starts at recv_buf.get() + ud::kGrhBytes, byte_len - ud::kGrhBytes bytes long"
 
 grade() {

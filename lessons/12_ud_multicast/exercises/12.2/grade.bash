@@ -1,5 +1,5 @@
 # Grader of exercise 12.2: the multicast receivers detach every QP before it is destroyed, and exit cleanly.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="before the result line, before main() returns: ibv_detach_mcast(qp[i].get(), &group_gid, 0) for every receiver QP, and print the line"
 
 grade() {

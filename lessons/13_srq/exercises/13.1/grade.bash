@@ -1,6 +1,6 @@
 # Grader of exercise 13.1: ibv_query_srq shows the SRQ limit armed after every
 # arming and 0 at every SRQ limit event (the device disarmed it).
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="ibv_srq_attr attr{}; CHECK_RC(ibv_query_srq(srq, &attr)); print attr.srq_limit: after the first arm_srq_limit, after the one in refill_if_due(), and in the IBV_EVENT_SRQ_LIMIT_REACHED case"
 
 grade() {

@@ -1,6 +1,6 @@
 # Grader of exercise 13.2: the server whose SRQ stopped being refilled serves
 # two clients' 40 requests with an SRQ of 4, the limit event raised again and again.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="the SRQ limit is one-shot: the device sets srq_limit to 0 as it raises the event; what must refill_if_due() do, before it posts the receives?"
 
 grade() {

@@ -1,7 +1,7 @@
 # Grader of exercise 14.1: with -r the window grants READ only, so the
 # client's WRITE inside it is refused (IBV_WC_REM_ACCESS_ERR) and the slot
 # keeps its text, while every READ goes as in the lesson; without -r nothing changes.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="the window's rights are bind_info.mw_access_flags, set at each bind (the first and the re-bind): with -r pass IBV_ACCESS_REMOTE_READ only"
 
 # run_pair PORT PROGRAM [SERVER ARGS...]: a server with those arguments, then one client.

@@ -1,7 +1,7 @@
 # Grader of exercise 14.2: with --mr-key the client holds the MR's rkey, which
 # no revoke touches: the READ after the revoke succeeds and the "new" rkey is
 # the old one. Without it, the lesson's window is revoked as before.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="with --mr-key add IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE to pool_access, and send mr->rkey in offer()"
 
 # run_pair PORT PROGRAM [SERVER ARGS...]: a server with those arguments, then one client.

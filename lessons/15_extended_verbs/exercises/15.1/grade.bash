@@ -1,5 +1,5 @@
 # Grader of exercise 15.1: each RECV completion names its QP, read from the extended CQ.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="create both CQs with wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM, and between ibv_start_poll and ibv_end_poll set wc.qp_num = ibv_wc_read_qp_num(cq)"
 
 # What a side's exit status says, for "what happened".

@@ -1,5 +1,5 @@
 # Grader of exercise 15.2: -T asks for completion timestamps; a device without them refuses, and the sum goes on.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="ibv_create_cq_ex returns NULL with errno EOPNOTSUPP when the device has no completion timestamps (./lesson15_probe says 'completion timestamps no'); print the refusal with wb::errno_str(errno), clear IBV_WC_EX_WITH_COMPLETION_TIMESTAMP from wc_flags and create the CQ again"
 
 grade() {

@@ -1,7 +1,7 @@
 # Grader of exercise 16.1: where ibv_advise_mr is refused, the server faults
 # the WRITE half in from the CPU before the client comes: nothing new becomes
 # resident while the client WRITEs, and its bytes still land.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="after the refused ibv_advise_mr: madvise(mem.get(), region / 2, MADV_POPULATE_WRITE), checked, and the line it prints"
 
 grade() {

@@ -1,6 +1,6 @@
 # Grader of exercise 16.2: the client's two fetch-and-adds on a page only
 # its READs touched return 0 and 1, and the server's CPU finds 2 there.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="IBV_ODP_SUPPORT_ATOMIC in the server's check, IBV_ACCESS_REMOTE_ATOMIC in kRemote (MR and QP), IBV_WR_ATOMIC_FETCH_AND_ADD twice on peer.addr + 2 * half - kPage"
 
 grade() {

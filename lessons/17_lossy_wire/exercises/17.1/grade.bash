@@ -1,5 +1,5 @@
 # Grader of exercise 17.1: --budget MS picks the ACK timeout from a time budget, and a dead peer fails a WRITE within it.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="the smallest exponent e (1..31) with (retry + 1) * 4.096 us * 2^e >= MS; then print 'client: a dead peer fails a WRITE after about X ms ((R + 1) x T ms)' before the stream"
 
 grade() {

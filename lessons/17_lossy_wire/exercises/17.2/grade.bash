@@ -1,5 +1,5 @@
 # Grader of exercise 17.2: -Q N signals one WRITE in N (and the last); every error is still seen.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="send_flags = IBV_SEND_SIGNALED when (i + 1) % N == 0 or i is the last WRITE, else 0; on a completion, done = wr_id + 1; -Q above 8 (the send queue) is misuse"
 
 # stream PORT COUNT N: a server and a client with -Q N; both outputs kept.

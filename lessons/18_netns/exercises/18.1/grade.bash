@@ -2,7 +2,7 @@
 # memlock limit raises the soft limit to the hard one before it listens,
 # and serves the sum; one whose hard limit is too low says so at once.
 # Both runs drop CAP_IPC_LOCK, as a container without --cap-add=IPC_LOCK.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="server, before it listens: getrlimit(RLIMIT_MEMLOCK); need = both buffers rounded up to pages; soft < need: hard < need -> wb::fail, else setrlimit with rlim_cur = rlim_max, and the line"
 
 # An IPv4 address of the RDMA netdev under EX_DEV (the lab: 192.0.2.1 on dummy0).

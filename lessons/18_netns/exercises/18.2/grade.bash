@@ -2,7 +2,7 @@
 # device is on a netdev (unshare -n: a new namespace with only lo), server
 # and client refuse at once, naming the namespace; in the initial one the
 # sum still goes through.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="count the GIDs 'in this namespace' in report_where's loop; none: wb::fail(\"no RDMA device has a GID on a netdev of this namespace (\" + self + \")\", ...) before any rdma_cm call"
 
 # An IPv4 address of the RDMA netdev under EX_DEV (the lab: 192.0.2.1 on dummy0).

@@ -1,7 +1,7 @@
 # Grader of exercise 19.1: in fork-safe mode, the payload registered in a
 # page of its own; the note beside it is copied into the child, which reads
 # it and exits 0.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="a page of its own for the payload: wb::Buffer payload = wb::alloc_buffer(sizeof req->payload), registered instead of req->payload"
 
 grade() {

@@ -1,6 +1,6 @@
 # Grader of exercise 19.2: the server's buffer of step 2 mapped MAP_SHARED,
 # so the child forked before the client's WRITE sees the bytes too.
-# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/grade_lib.bash)
+# shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
 HINT="mmap(nullptr, kBufferBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0) for step 2's buffer, in a unique_ptr whose deleter calls munmap"
 
 grade() {

@@ -2,33 +2,31 @@
 # rxe_facts.sh - measure, on each kernel the lab boots, the rxe behaviours
 # the lessons show or depend on, and write docs/rxe.md from what was seen.
 #
-#   scripts/rxe_facts.sh [KERNEL...]     default: bookworm trixie trixie-backports
+#   scripts/maintainers/rxe_facts.sh [KERNEL...]     default: bookworm trixie trixie-backports
 #
 # For each kernel it brings up a lab of its own (LAB_KERNEL=KERNEL, a
 # private LAB_UP_DIR: a lab you have up is not touched), runs there
 #   ./lesson15_probe                           the capability matrix
-#   build/tests/rxe_facts retry7               a SEND with retry_cnt 7 to nobody
-#   build/tests/rxe_facts rnr --retry-cnt 6    an RNR wait (rnr_retry 7, retry_cnt 6)
-#   build/tests/rxe_facts window               READ and WRITE across a window's end; SEND_WITH_INV's flags
-#   build/tests/rxe_facts srq-limit            the SRQ limit event against its completion
-#   build/tests/rxe_facts mcast-attach         a group joined with ibv_attach_mcast alone
+#   build/maintainers/rxe_facts retry7               a SEND with retry_cnt 7 to nobody
+#   build/maintainers/rxe_facts rnr --retry-cnt 6    an RNR wait (rnr_retry 7, retry_cnt 6)
+#   build/maintainers/rxe_facts window               READ and WRITE across a window's end; SEND_WITH_INV's flags
+#   build/maintainers/rxe_facts srq-limit            the SRQ limit event against its completion
+#   build/maintainers/rxe_facts mcast-attach         a group joined with ibv_attach_mcast alone
 #   ./lesson10, ./lesson10_nak (both sides)    each scenario's async events, both sides
 #   ./lesson11 (server and client, taskset)    send latency, busy polling and --events
-#   scripts/netns_facts.sh                     lesson 18 across two network namespaces
+#   scripts/maintainers/netns_facts.sh                     lesson 18 across two network namespaces
 # keeps each kernel's raw output in build/rxe-facts/KERNEL.txt and writes
 # docs/rxe.md from all of them (a kernel not measured this time keeps the
 # raw output it had). The lab has two vCPUs (lesson 11's numbers need
 # them). Takes about 4 minutes per kernel under TCG.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 kernels=("$@")
 [[ ${#kernels[@]} -gt 0 ]] || kernels=(bookworm trixie trixie-backports)
 out=build/rxe-facts
-mkdir -p "$out" build/tests
-make -s lesson10 lesson10_nak lesson11 lesson15_probe lesson18 build/libworkbook.a
-g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-missing-field-initializers -Icommon \
-  tests/helpers/rxe_facts.cpp build/libworkbook.a -libverbs -lrdmacm -o build/tests/rxe_facts
+mkdir -p "$out"
+make -s lesson10 lesson10_nak lesson11 lesson15_probe lesson18 build/maintainers/rxe_facts
 
 # In the guest: every scenario of lesson 10's two programs (./lesson10 for
 # the QP settings, ./lesson10_nak for the responder's NAKs), server and
@@ -72,26 +70,26 @@ for kernel in "${kernels[@]}"; do
     echo "== probe"
     scripts/lab.sh exec -- ./lesson15_probe || true
     echo "== retry7"
-    scripts/lab.sh exec -- build/tests/rxe_facts retry7 --wait 15 || true
+    scripts/lab.sh exec -- build/maintainers/rxe_facts retry7 --wait 15 || true
     echo "== rnr"
-    scripts/lab.sh exec -- build/tests/rxe_facts rnr --retry-cnt 6 --rnr-retry 7 --wait 8 || true
+    scripts/lab.sh exec -- build/maintainers/rxe_facts rnr --retry-cnt 6 --rnr-retry 7 --wait 8 || true
     echo "== window"
-    scripts/lab.sh exec -- build/tests/rxe_facts window || true
+    scripts/lab.sh exec -- build/maintainers/rxe_facts window || true
     echo "== srq-limit"
-    scripts/lab.sh exec -- build/tests/rxe_facts srq-limit || true
+    scripts/lab.sh exec -- build/maintainers/rxe_facts srq-limit || true
     echo "== mcast-attach"
-    scripts/lab.sh exec -- build/tests/rxe_facts mcast-attach || true
+    scripts/lab.sh exec -- build/maintainers/rxe_facts mcast-attach || true
     echo "== lesson10"
     scripts/lab.sh exec --timeout 300 -- bash -c "$lesson10_events" || true
     echo "== lesson11"
     echo "host load (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
     scripts/lab.sh exec --timeout 300 -- bash -c "$lesson11_numbers" || true
     echo "== netns"
-    scripts/lab.sh exec --timeout 300 -- scripts/netns_facts.sh || true
+    scripts/lab.sh exec --timeout 300 -- scripts/maintainers/netns_facts.sh || true
   } >"$out/$kernel.txt.tmp" 2>&1
   mv "$out/$kernel.txt.tmp" "$out/$kernel.txt"
   scripts/lab.sh down
 done
 unset LAB_KERNEL LAB_UP_DIR
-/usr/bin/python3 -I scripts/rxe_facts_doc.py "$out" >docs/rxe.md
+/usr/bin/python3 -I scripts/maintainers/rxe_facts_doc.py "$out" >docs/rxe.md
 echo "rxe_facts: wrote docs/rxe.md" >&2

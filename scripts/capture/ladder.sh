@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ladder.sh - print a capture as a packet ladder: a line per RoCE packet.
 #
-#   scripts/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]
+#   scripts/capture/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]
 #
 # RoCE v2 packets (UDP 4791, decoded by Wireshark's `infiniband` dissector)
 # get a line each: frame, time, source -> destination address, the opcode as
@@ -22,7 +22,7 @@
 # fields; the profile also switches off the payload heuristics (RPC-over-RDMA...).
 set -euo pipefail
 
-usage() { echo "usage: scripts/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]"; }
+usage() { echo "usage: scripts/capture/ladder.sh FILE.pcap [SERVER_IP [CLIENT_IP]]"; }
 case "${1:-}" in
   -h | --help)
     usage
@@ -42,7 +42,7 @@ command -v tshark >/dev/null || {
   echo "ladder.sh: tshark is missing (scripts/install_deps.sh installs it)" >&2
   exit 1
 }
-profile=$(cd "$(dirname "$0")/.." && pwd)/docs/wireshark-profile/RDMA-Workbook
+profile=$(cd "$(dirname "$0")/../.." && pwd)/docs/wireshark-profile/RDMA-Workbook
 [[ -r $profile/preferences ]] || {
   echo "ladder.sh: the Wireshark profile is missing: $profile/preferences" >&2
   exit 1

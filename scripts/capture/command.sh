@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# capture_command.sh - capture the RoCE traffic of a command on a real host, then
-# print the packet ladder (scripts/ladder.sh).
+# capture/command.sh - capture the RoCE traffic of a command on a real host, then
+# print the packet ladder (scripts/capture/ladder.sh).
 #
-#   sudo scripts/capture_command.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
+#   sudo scripts/capture/command.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
 #
 # tshark captures as root; CMD runs as the user who called sudo (SUDO_USER),
 # or as root when there is none.
@@ -19,7 +19,7 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: scripts/capture_command.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
+usage: scripts/capture/command.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PORT] -- CMD [ARGS...]
   -d RDMA_DEV  the RDMA device whose netdev to capture on (default: the first one)
   -i NETDEV    capture on this netdev instead (default: the one under RDMA_DEV)
   -o FILE      where the pcap goes (default: captures/capture.pcap)
@@ -27,10 +27,10 @@ usage: scripts/capture_command.sh [-d RDMA_DEV] [-i NETDEV] [-o FILE] [-p TCP_PO
 USAGE
 }
 die() {
-  echo "capture_command.sh: $1" >&2
+  echo "capture/command.sh: $1" >&2
   exit "${2:-1}"
 }
-misuse() { die "$1 (see scripts/capture_command.sh -h)" 2; }
+misuse() { die "$1 (see scripts/capture/command.sh -h)" 2; }
 # need_value OPTION [VALUE...]: misuse if the option came last.
 need_value() { [[ $# -ge 2 ]] || misuse "$1 needs a value"; }
 
@@ -86,7 +86,7 @@ fi
 
 case " $* " in
   *" 127.0.0.1 "* | *" localhost "* | *" ::1 "*)
-    echo "capture_command.sh: warning: the peer is on this host; rxe loopback puts nothing on $netdev" >&2
+    echo "capture/command.sh: warning: the peer is on this host; rxe loopback puts nothing on $netdev" >&2
     ;;
 esac
 
@@ -99,7 +99,7 @@ if [[ $(id -u) == 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then
   as_user=(runuser -u "$SUDO_USER" --)
 fi
 "${as_user[@]}" mkdir -p "$(dirname "$out")"
-echo "capture_command.sh: capturing on $netdev (udp port 4791 or tcp port $tcp_port) into $out"
+echo "capture/command.sh: capturing on $netdev (udp port 4791 or tcp port $tcp_port) into $out"
 log=$(mktemp)
 cap=$(mktemp)
 tshark -q -i "$netdev" -f "udp port 4791 or tcp port $tcp_port" -w "$cap" 2>"$log" 3>&- &
@@ -108,7 +108,7 @@ trap 'kill "$tpid" 2>/dev/null || true; rm -f "$log" "$cap"' EXIT
 # tshark_failed: say that tshark stopped, with its own message (a bad
 # filter, no permission, no such interface), and exit 1.
 tshark_failed() {
-  echo "capture_command.sh: tshark stopped $1; it said:" >&2
+  echo "capture/command.sh: tshark stopped $1; it said:" >&2
   grep -v 'Running as user "root"' "$log" | sed 's/^/  /' >&2
   exit 1
 }
@@ -122,7 +122,7 @@ done
 grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 20 s"
 
 [[ ${#as_user[@]} -eq 0 ]] ||
-  echo "capture_command.sh: running $1 as $SUDO_USER (SUDO_USER); tshark captures as root"
+  echo "capture/command.sh: running $1 as $SUDO_USER (SUDO_USER); tshark captures as root"
 set +e
 "${as_user[@]}" "$@"
 status=$?
@@ -139,6 +139,6 @@ wait "$tpid" 2>/dev/null || true
 
 "${as_user[@]}" "$(dirname "$0")/ladder.sh" "$out"
 if ! "${as_user[@]}" tshark -r "$out" -Y infiniband 2>/dev/null | grep -q .; then
-  echo "capture_command.sh: no RoCE packets captured: was the peer on this host (rxe loopback)?" >&2
+  echo "capture/command.sh: no RoCE packets captured: was the peer on this host (rxe loopback)?" >&2
 fi
 exit "$status"

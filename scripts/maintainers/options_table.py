@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """options_table.py - every option of every program, as its -h prints it, in one table.
 
-  scripts/options_table.py           print the table (Markdown) from ./lesson* -h
-  scripts/options_table.py --check   exit 1 unless docs/options.md holds that table, and
+  scripts/maintainers/options_table.py           print the table (Markdown) from ./lesson* -h
+  scripts/maintainers/options_table.py --check   exit 1 unless docs/options.md holds that table, and
                                      each option letter has one long name in every program
                                      (-n, a count, is the one letter whose long name says
                                      what is counted)
@@ -95,7 +95,7 @@ def check():
         held = page.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
         if held != text:
             problems.append("docs/options.md's table differs from the programs' -h: "
-                            "run scripts/options_table.py and paste its output between the markers")
+                            "run scripts/maintainers/options_table.py and paste its output between the markers")
     for p in problems:
         print(p)
     print(f"problems {len(problems)}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lossy_sweep.sh - lesson 17's measurement: throughput against loss, RDMA WRITE beside TCP.
 #
-#   scripts/lossy_sweep.sh [OUT_DIR]     default OUT_DIR: docs/img/lesson17
+#   scripts/maintainers/lossy_sweep.sh [OUT_DIR]     default OUT_DIR: docs/img/lesson17
 #
 # For each loss rate (LOSSES, default "0 0.01 0.1 1 5", in %) it runs, across
 # two lab guests (scripts/lab.sh pair; the pair that stays up if
@@ -18,7 +18,7 @@
 #
 # Exit status: 0 done; 1 a run failed (its output is shown); 2 misuse.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 
 out=${1:-docs/img/lesson17}
 count=${COUNT:-64}

@@ -2,9 +2,9 @@
 # netns_pair.sh - lesson 18's two "hosts" inside one lab guest: two network
 # namespaces joined by a veth pair, an rxe device on each end.
 #
-#   scripts/netns_pair.sh up      make them (in the lab guest only)
-#   scripts/netns_pair.sh down    remove them again
-#   scripts/netns_pair.sh show    what there is: namespaces, links, rxe, UDP 4791
+#   lessons/18_netns/netns_pair.sh up      make them (in the lab guest only)
+#   lessons/18_netns/netns_pair.sh down    remove them again
+#   lessons/18_netns/netns_pair.sh show    what there is: namespaces, links, rxe, UDP 4791
 #
 #   ns_a: veth_a 198.51.100.1/24, rxe_a on it
 #   ns_b: veth_b 198.51.100.2/24, rxe_b on it
@@ -73,7 +73,7 @@ show() {
 }
 (($# == 1)) || misuse "one command: up, down or show (see netns_pair.sh -h)"
 [[ ${LAB:-} == 1 ]] ||
-  misuse "runs only in the lab guest (scripts/lab.sh exec -- scripts/netns_pair.sh $1): it makes namespaces, links and rxe devices"
+  misuse "runs only in the lab guest (scripts/lab.sh exec -- lessons/18_netns/netns_pair.sh $1): it makes namespaces, links and rxe devices"
 case $1 in
   up | down | show) "$1" ;;
   *) misuse "no command '$1': up, down or show (see netns_pair.sh -h)" ;;

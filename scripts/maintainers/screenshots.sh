@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # screenshots.sh - take the lesson pages' Wireshark pictures, for real.
 #
-#   scripts/screenshots.sh [ITEM...]     default: every item in the table below
+#   scripts/maintainers/screenshots.sh [ITEM...]     default: every item in the table below
 #
 # For each ITEM (a lesson number, or a lesson's scenario as 10:rnr) it opens
 # the shipped capture docs/captures/lessonN[-NAME].pcapng (or, for a capture
@@ -21,7 +21,7 @@
 # Exit status: 0 every picture taken; 1 one failed (or a capture is not
 # shipped: make captures); 2 misuse.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # ITEM, then the display filter whose first match is the packet shown.
 # Lesson 17's is the NAK "PSN sequence error" that the go-back-N resends
@@ -58,7 +58,7 @@ misuse() {
 
 # filter_of ITEM: its line in the table, or nothing.
 filter_of() { awk -v i="$1" '$1 == i { $1 = ""; sub(/^ +/, ""); print }' <<<"$shots"; }
-# capture_of ITEM: the shipped capture (as scripts/shipped_captures.sh names it),
+# capture_of ITEM: the shipped capture (as scripts/capture/shipped.sh names it),
 # or the one recorded by hand (lesson 17's lossy runs: docs/captures/by-hand/).
 capture_of() {
   local name=lesson$1

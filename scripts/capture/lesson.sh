@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# capture_lesson.sh - run lesson N across two lab guests and decode the wire.
+# capture/lesson.sh - run lesson N across two lab guests and decode the wire.
 #
-#   scripts/capture_lesson.sh N          (what `make capture LESSON=N` runs)
-#   scripts/capture_lesson.sh N SCENARIO (make capture LESSON=10 SCENARIO=rnr)
+#   scripts/capture/lesson.sh N          (what `make capture LESSON=N` runs)
+#   scripts/capture/lesson.sh N SCENARIO (make capture LESSON=10 SCENARIO=rnr)
 #
 # Guest a (192.0.2.1) runs the lesson's server, guest b (192.0.2.2) its
-# client, as the lesson's run.conf says (scripts/lesson_run.sh); a virtual
+# client, as the lesson's run.conf says (scripts/lessons/run_conf.sh); a virtual
 # cable joins them and every frame on it is written to captures/lessonN.pcap
-# on this host. Then the packet ladder is printed (scripts/ladder.sh): open
+# on this host. Then the packet ladder is printed (scripts/capture/ladder.sh): open
 # the pcap in Wireshark for the full decode (docs/wireshark.md).
 #
 # A lesson whose run.conf lists scenarios= (lesson 10) takes one of them as
@@ -20,12 +20,12 @@
 # captured; 2 misuse (no such lesson, one without a peer, or a scenario the
 # lesson does not have).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-# shellcheck disable=SC1091 # scripts/lesson_run.sh, checked on its own
-source scripts/lesson_run.sh
+cd "$(dirname "$0")/../.."
+# shellcheck disable=SC1091 # scripts/lessons/run_conf.sh, checked on its own
+source scripts/lessons/run_conf.sh
 
 misuse() {
-  echo "capture_lesson.sh: $*" >&2
+  echo "capture/lesson.sh: $*" >&2
   exit 2
 }
 
@@ -54,13 +54,13 @@ if [[ -n $scenario ]]; then
     misuse "lesson $n has no scenario '$scenario'; its scenarios are ${scenarios[*]}"
 fi
 [[ -x ./$program ]] || {
-  echo "capture_lesson.sh: ./$program is not built: run make" >&2
+  echo "capture/lesson.sh: ./$program is not built: run make" >&2
   exit 1
 }
 
 server_ip=192.0.2.1 client_ip=192.0.2.2 # documentation range: never leaves the guests
 # run.conf's capture=netns (lesson 18): one guest, two network namespaces
-# joined by a veth pair (scripts/netns_pair.sh), their addresses.
+# joined by a veth pair (lessons/18_netns/netns_pair.sh), their addresses.
 netns=""
 if [[ $(run_text "$dir" capture) == netns ]]; then
   netns=1 server_ip=198.51.100.1 client_ip=198.51.100.2
@@ -102,14 +102,14 @@ a_opts=() b_opts=()
 a_cmd=$(printf '%q ' "./$program" "${opts[@]}" "${a_opts[@]}" "${server_args[@]}")
 b_cmd=$(printf '%q ' "./$program" "${opts[@]}" "${b_opts[@]}" "${client_args[@]}")
 if [[ -n $netns ]]; then
-  # A lab of its own, up for this capture only; scripts/capture_netns.sh
+  # A lab of its own, up for this capture only; scripts/capture/netns.sh
   # writes the pcap into its xfer folder, the one the guest may write.
   lab_dir=$(mktemp -d)
   trap 'LAB_UP_DIR=$lab_dir scripts/lab.sh down >/dev/null 2>&1; rm -rf "$lab_dir" "$lab_dir.lock"' EXIT
   export LAB_UP_DIR=$lab_dir
   LAB_KERNEL=$kernel LAB_CPUS=${LAB_CPUS:-${cpus:-1}} scripts/lab.sh up
   xfer=$(scripts/lab.sh xfer)
-  scripts/lab.sh exec --timeout 300 -- scripts/capture_netns.sh "$xfer/wire.pcap" "$(run_text "$dir" ready)" \
+  scripts/lab.sh exec --timeout 300 -- scripts/capture/netns.sh "$xfer/wire.pcap" "$(run_text "$dir" ready)" \
     "$a_cmd" "$b_cmd" || status=$?
   # The guest wrote it: a plain file, or nothing (never follow a link it made).
   if [[ -f $xfer/wire.pcap && ! -L $xfer/wire.pcap ]]; then cp -- "$xfer/wire.pcap" "$pcap"; fi
@@ -119,9 +119,9 @@ else
 fi
 echo
 if [[ ! -s $pcap ]]; then
-  echo "capture_lesson.sh: no capture was written (lab exit status $status)" >&2
+  echo "capture/lesson.sh: no capture was written (lab exit status $status)" >&2
   exit 1
 fi
 echo "packet ladder of $pcap (server $server_ip, client $client_ip):"
-scripts/ladder.sh "$pcap" "$server_ip" "$client_ip"
+scripts/capture/ladder.sh "$pcap" "$server_ip" "$client_ip"
 exit "$status"

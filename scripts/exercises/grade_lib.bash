@@ -10,7 +10,7 @@
 #   ex_server CMD...          start a server in the background; output in $EX_SERVER_OUT
 #   ex_wait_line FILE TEXT    wait (at most 10 s) until FILE has a line containing TEXT
 #   ex_run CMD...             run a client (at most 30 s); output in $EX_OUT, status in $EX_STATUS
-#   ex_wait_server            wait (at most 15 s) for the server; status in $EX_SERVER_STATUS
+#   ex_wait_server [SECONDS]  wait (at most SECONDS, 15) for the server; status in $EX_SERVER_STATUS (124: killed)
 #   ex_counter NAME           a port counter of the device (hw_counters), e.g. rcvd_rnr_err
 #   ex_rx CMD...              run CMD where the device is (anything that reads the
 #                             device, its sysfs or its netdev: ibv_devinfo, rdma, ip)
@@ -21,7 +21,7 @@
 # seen by the programs too; $EX_EUID the user id the programs run as.
 #
 # Where the programs run: the grader itself runs on this host. With
-# GRADE_LAB=1 (scripts/grade.sh sets it when this host has no RDMA device)
+# GRADE_LAB=1 (scripts/exercises/grade.sh sets it when this host has no RDMA device)
 # every program goes through `scripts/lab.sh exec` into the lab that is up,
 # and GRADE_TMP (the lab's xfer folder) holds EX_TMP, so that both sides
 # see its files. Without it, everything runs here.
@@ -82,7 +82,7 @@ ex_run() {
 ex_wait_server() {
   local i
   EX_SERVER_STATUS=124
-  for ((i = 0; i < 150; i++)); do
+  for ((i = 0; i < ${1:-15} * 10; i++)); do
     if ! kill -0 "$EX_SERVER_PID" 2>/dev/null; then
       EX_SERVER_STATUS=0
       wait "$EX_SERVER_PID" || EX_SERVER_STATUS=$?

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# site.sh - build the workbook as a static site: `make site`.
+# site/build.sh - build the workbook as a static site: `make site`.
 #
-#   scripts/site.sh                 build build/site/ (then open build/site/index.html,
-#                                   or: cd build/site && python3 -m http.server)
-#   scripts/site.sh --screenshots   build, then take docs/img/site/lesson4.png and
-#                                   docs/img/site/search.png again in headless Chromium
-#   scripts/site.sh -h              this text
+#   scripts/site/build.sh                 build build/site/ (then open build/site/index.html,
+#                                         or: cd build/site && python3 -m http.server)
+#   scripts/site/build.sh --screenshots   build, then take docs/img/site/lesson4.png and
+#                                         docs/img/site/search.png again in headless Chromium
+#   scripts/site/build.sh -h              this text
 #
 # The pages are the Markdown of README.md and docs/, unchanged: GitHub shows
 # the same files. scripts/site/prepare.py lays them out in build/site-src/
@@ -20,7 +20,7 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/rdma-workbook/site/ and copied into
 # build/site/assets/mermaid/ (5 MiB: not committed).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 MERMAID_VERSION=12.3.0
 # sha512sum of mermaid-12.3.0.tgz as the registry serves it (npm's integrity field, in hex),
@@ -40,14 +40,14 @@ case ${1:-} in
     exit 0
     ;;
   *)
-    echo "site.sh: unknown argument '$1' (scripts/site.sh -h)" >&2
+    echo "site/build.sh: unknown argument '$1' (scripts/site/build.sh -h)" >&2
     exit 2
     ;;
 esac
 
 for tool in mkdocs npm; do
   command -v "$tool" >/dev/null || {
-    echo "site.sh: $tool is missing: scripts/install_deps.sh site installs it (make site does)" >&2
+    echo "site/build.sh: $tool is missing: scripts/install_deps.sh site installs it (make site does)" >&2
     exit 1
   }
 done
@@ -66,19 +66,19 @@ fetch_mermaid() {
   tmp=$(mktemp -d)
   # shellcheck disable=SC2064 # $tmp is meant to be expanded now
   trap "rm -rf '$tmp'" RETURN
-  echo "site.sh: fetching mermaid@$MERMAID_VERSION from the npm registry (once; kept in $cache)"
+  echo "site/build.sh: fetching mermaid@$MERMAID_VERSION from the npm registry (once; kept in $cache)"
   if ! (cd "$tmp" && npm pack --silent "mermaid@$MERMAID_VERSION" >/dev/null); then
-    echo "site.sh: npm pack mermaid@$MERMAID_VERSION failed: is the npm registry reachable?" >&2
+    echo "site/build.sh: npm pack mermaid@$MERMAID_VERSION failed: is the npm registry reachable?" >&2
     return 1
   fi
   tgz=$tmp/mermaid-$MERMAID_VERSION.tgz
   if ! echo "$MERMAID_SHA512  $tgz" | sha512sum -c --status; then
-    echo "site.sh: mermaid-$MERMAID_VERSION.tgz does not match the SHA-512 pinned in scripts/site.sh" >&2
+    echo "site/build.sh: mermaid-$MERMAID_VERSION.tgz does not match the SHA-512 pinned in scripts/site/build.sh" >&2
     return 1
   fi
   tar -xzf "$tgz" -C "$tmp" package/dist/mermaid.min.js package/LICENSE
   mermaid_ok "$tmp/package/dist/mermaid.min.js" || {
-    echo "site.sh: mermaid.min.js in the package does not match the SHA-512 pinned in scripts/site.sh" >&2
+    echo "site/build.sh: mermaid.min.js in the package does not match the SHA-512 pinned in scripts/site/build.sh" >&2
     return 1
   }
   cp "$tmp/package/LICENSE" "$cache/mermaid-$MERMAID_VERSION.LICENSE"
@@ -88,7 +88,7 @@ mkdir -p "$cache"
 (
   flock 9
   if [[ -e $mermaid_js ]] && ! mermaid_ok "$mermaid_js"; then
-    echo "site.sh: $mermaid_js does not match the SHA-512 pinned in scripts/site.sh: fetching it again" >&2
+    echo "site/build.sh: $mermaid_js does not match the SHA-512 pinned in scripts/site/build.sh: fetching it again" >&2
     rm -f "$mermaid_js"
   fi
   [[ -s $mermaid_js ]] || fetch_mermaid
@@ -105,14 +105,14 @@ rm -rf build/site
 # mkdocs' INFO lines name every page that is not in the contents (the
 # exercises): only its warnings are shown.
 if ! mkdocs build -q -f "$src/mkdocs.yml"; then
-  echo "site.sh: mkdocs build failed" >&2
+  echo "site/build.sh: mkdocs build failed" >&2
   exit 1
 fi
 
 # Broken links are reported, not fatal: a page being written may link to
 # one that is not there yet (tests/site.bats wants none).
 python3 scripts/site/check_links.py build/site || true
-echo "site.sh: build/site/index.html ($(find build/site -name '*.html' | wc -l) pages); search works over http: cd build/site && python3 -m http.server"
+echo "site/build.sh: build/site/index.html ($(find build/site -name '*.html' | wc -l) pages); search works over http: cd build/site && python3 -m http.server"
 
 if [[ -n $shots ]]; then
   mkdir -p docs/img/site

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # exercise.sh - make, reset, save and check the exercises' files, each from its one source.
 #
-#   scripts/exercise.sh files [N.M...]      make each learner's file that is missing (never overwrites one)
-#   scripts/exercise.sh reset N.M [--solution]   start N.M over (your file is kept as exN_M.cpp~);
-#                                           --solution: put the reference solution in your file instead
-#   scripts/exercise.sh save N.M [--solution]    maintainers: store your edited file back as N.M's starter,
-#                                           the solution merged onto it (--solution: as its solution)
-#   scripts/exercise.sh refresh [N.M...]    maintainers: after a lesson changed, carry every patch over
-#                                           to today's lesson (a three-way merge) and store it again
-#   scripts/exercise.sh check [N.M...]      every patch applies exactly (no fuzz) to today's lesson and
-#                                           starter; names each exercise whose patch does not
-#   scripts/exercise.sh source N.M starter|solution OUT   write the pristine text to OUT (make's rules)
-#   scripts/exercise.sh list                the exercises, "N.M<TAB>folder", in lesson order
+#   scripts/exercises/exercise.sh files [N.M...]      make each learner's file that is missing (never overwrites one)
+#   scripts/exercises/exercise.sh reset N.M [--solution]   start N.M over (your file is kept as exN_M.cpp~);
+#                                                     --solution: put the reference solution in your file instead
+#   scripts/exercises/exercise.sh save N.M [--solution]    maintainers: store your edited file back as N.M's starter,
+#                                                     the solution merged onto it (--solution: as its solution)
+#   scripts/exercises/exercise.sh refresh [N.M...]    maintainers: after a lesson changed, carry every patch over
+#                                                     to today's lesson (a three-way merge) and store it again
+#   scripts/exercises/exercise.sh check [N.M...]      every patch applies exactly (no fuzz) to today's lesson and
+#                                                     starter; names each exercise whose patch does not
+#   scripts/exercises/exercise.sh source N.M starter|solution OUT   write the pristine text to OUT (make's rules)
+#   scripts/exercises/exercise.sh list                the exercises, "N.M<TAB>folder", in lesson order
 #
 # Where an exercise's code lives (docs/contributing.md says why):
 # - lessons/NN_topic/exercises/N.M/starter.patch: the starter as lesson
@@ -28,7 +28,7 @@
 #
 # Exit status: 0 done, 1 a patch that does not apply or a merge with conflicts, 2 misuse.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; }
 misuse() {
@@ -152,7 +152,7 @@ cmd_source() {
     *) misuse "source takes starter or solution, not '$kind'" ;;
   esac || {
     rm -f "$out.tmp"
-    echo "exercise $1: its $kind could not be made (scripts/exercise.sh check $1 says why)" >&2
+    echo "exercise $1: its $kind could not be made (scripts/exercises/exercise.sh check $1 says why)" >&2
     return 1
   }
   mv "$out.tmp" "$out"
@@ -195,7 +195,7 @@ source_of() {
 
 cmd_reset() {
   local id=${1:-} kind=starter dir file
-  [[ -n $id ]] || misuse "reset takes an exercise: scripts/exercise.sh reset 4.2 (make exercise-reset EX=4.2)"
+  [[ -n $id ]] || misuse "reset takes an exercise: scripts/exercises/exercise.sh reset 4.2 (make exercise-reset EX=4.2)"
   [[ ${2:-} == --solution ]] && kind=solution
   dir=$(folder "$id") || exit 2
   file=$dir/$(name_of "$id").cpp
@@ -233,7 +233,7 @@ store_starter() {
     cp "$new" "$dir/starter.cpp"
   else
     make_patch "$lesson" "$new" "$dir/starter.patch" \
-      "exercise $id's starter: $(basename "$lesson") with these changes (scripts/exercise.sh; edit $dir/$name.cpp, then make exercise-save EX=$id)" \
+      "exercise $id's starter: $(basename "$lesson") with these changes (scripts/exercises/exercise.sh; edit $dir/$name.cpp, then make exercise-save EX=$id)" \
       "$lesson" || return 1
   fi
   if [[ -z $solution_ok ]]; then
@@ -257,7 +257,7 @@ store_solution() {
 
 cmd_save() {
   local id=${1:-} dir file
-  [[ -n $id ]] || misuse "save takes an exercise: scripts/exercise.sh save 4.2 (make exercise-save EX=4.2)"
+  [[ -n $id ]] || misuse "save takes an exercise: scripts/exercises/exercise.sh save 4.2 (make exercise-save EX=4.2)"
   dir=$(folder "$id") || exit 2
   file=$dir/$(name_of "$id").cpp
   [[ -f $file ]] || misuse "there is no $file to save (make exercise-reset EX=$id makes it)"
@@ -350,5 +350,5 @@ case ${1:-} in
     shift
     "cmd_$c" "$@"
     ;;
-  *) misuse "unknown command '$1' (see scripts/exercise.sh -h)" ;;
+  *) misuse "unknown command '$1' (see scripts/exercises/exercise.sh -h)" ;;
 esac

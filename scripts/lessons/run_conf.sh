@@ -1,5 +1,5 @@
-# lesson_run.sh - find a lesson by number and read how to run it.
-# Sourced by scripts/tour.sh and scripts/capture_lesson.sh, so that adding a
+# run_conf.sh - find a lesson by number and read how to run it.
+# Sourced by scripts/lessons/tour.sh and scripts/capture/lesson.sh, so that adding a
 # lesson is one new folder: lessons/NN_topic/ with lessonN.cpp and run.conf.
 #
 # run.conf holds one key=value a line (# starts a comment):
@@ -11,14 +11,14 @@
 #   args=...                        a lesson with no client runs alone, with these
 #   scenarios=rnr retry             a lesson made of scenarios (lesson 10): the ones
 #                                   lessonN plays, each as make capture LESSON=N
-#                                   SCENARIO=NAME runs it (scripts/capture_lesson.sh)
+#                                   SCENARIO=NAME runs it (scripts/capture/lesson.sh)
 #   scenarios_lesson10_nak=len      the ones the lesson's second program plays
 #                                   (./lesson10_nak, lesson10_nak.cpp)
 #   client_scenario={server} {scenario}  a scenario's client arguments;
 #                                   {scenario} stands for its name
 #   captures=rnr nak                the scenarios `make captures` records, each as
 #                                   make capture LESSON=N SCENARIO=NAME runs it
-#                                   (scripts/shipped_captures.sh); none: one plain capture
+#                                   (scripts/capture/shipped.sh); none: one plain capture
 #   lab_cpus=2                      vCPUs for each lab guest of its capture
 #                                   (LAB_CPUS, docs/lab.md); at most the host's
 #                                   cores; LAB_CPUS, if set, decides instead
@@ -30,7 +30,7 @@
 #   capture=netns                   its capture runs in one guest, the server in
 #                                   network namespace ns_a and the client in ns_b,
 #                                   joined by a veth pair (lesson 18:
-#                                   scripts/capture_netns.sh)
+#                                   scripts/capture/netns.sh)
 # A value is split into words as the shell would: quotes group words, and
 # nothing is expanded or run. The scripts add -p PORT and --timeout.
 # shellcheck shell=bash
@@ -98,7 +98,7 @@ run_words() {
 # lesson_unmet DIR DEV: why device DEV cannot run the lesson in DIR (its
 # run.conf's needs=), as one sentence naming the kernel it needs; nothing
 # when DEV has all it needs. The device is asked through the prefix
-# LESSON_RX (scripts/grade_run.sh: the lab's exec), or here.
+# LESSON_RX (scripts/exercises/grade_run.sh: the lab's exec), or here.
 lesson_unmet() {
   local need kernel
   local -a rx=("${LESSON_RX[@]}")

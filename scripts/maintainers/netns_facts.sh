@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # netns_facts.sh - what rxe does across network namespaces on the kernel
-# the lab guest runs: the "== netns" section of scripts/rxe_facts.sh, which
-# runs it in each kernel's lab (scripts/lab.sh exec -- scripts/netns_facts.sh).
+# the lab guest runs: the "== netns" section of scripts/maintainers/rxe_facts.sh, which
+# runs it in each kernel's lab (scripts/lab.sh exec -- scripts/maintainers/netns_facts.sh).
 #
 # One line per fact, "NAME: VALUE":
 #   link-add       rdma link add inside a namespace: ok, or the error
@@ -12,15 +12,15 @@
 #   dev-move       rdma dev set rxe_a netns ns_a (exclusive mode): ok, or the error
 #   listed         the devices ./lesson18 --netns ns_a lists (exclusive mode)
 #   sum-exclusive  ./lesson18 across the namespaces with both devices moved
-# Runs only where LAB=1 (scripts/netns_pair.sh makes the namespaces); leaves
+# Runs only where LAB=1 (lessons/18_netns/netns_pair.sh makes the namespaces); leaves
 # the guest as it found it: no namespaces, netns mode shared.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 [[ ${LAB:-} == 1 ]] || {
-  echo "netns_facts.sh: runs only in the lab guest (scripts/rxe_facts.sh runs it there)" >&2
+  echo "netns_facts.sh: runs only in the lab guest (scripts/maintainers/rxe_facts.sh runs it there)" >&2
   exit 2
 }
-trap 'scripts/netns_pair.sh down; rdma system set netns shared' EXIT
+trap 'lessons/18_netns/netns_pair.sh down; rdma system set netns shared' EXIT
 
 # sum PORT: lesson 18's server in ns_a, its client in ns_b; one line.
 sum() {
@@ -39,15 +39,15 @@ sum() {
   wait
 }
 
-scripts/netns_pair.sh down
-scripts/netns_pair.sh up >/dev/null 2>/tmp/netns-up.err &&
+lessons/18_netns/netns_pair.sh down
+lessons/18_netns/netns_pair.sh up >/dev/null 2>/tmp/netns-up.err &&
   echo "link-add: ok" || echo "link-add: $(tail -n 1 /tmp/netns-up.err)"
 echo "udp4791: initial $(ss -Huln 'sport = :4791' | wc -l), ns_a $(ip netns exec ns_a ss -Huln 'sport = :4791' | wc -l)"
 echo "sum-shared: $(sum 18700)"
 echo "exclusive-busy: $(rdma system set netns exclusive 2>&1 || true)"
-scripts/netns_pair.sh down
+lessons/18_netns/netns_pair.sh down
 rdma system set netns exclusive
-scripts/netns_pair.sh up >/dev/null 2>&1
+lessons/18_netns/netns_pair.sh up >/dev/null 2>&1
 echo "dev-move: $(rdma dev set rxe_a netns ns_a 2>&1 && rdma dev set rxe_b netns ns_b 2>&1 && echo ok)"
 echo "listed: $(./lesson18 --netns ns_a --timeout 1 2>&1 | sed -n 's/^device \([^:]*\):.*/\1/p' | paste -sd' ')"
 echo "sum-exclusive: $(sum 18702)"

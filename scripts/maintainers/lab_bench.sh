@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# scripts/lab/bench.sh - what the lab that stays up saves, measured in one run.
+# scripts/maintainers/lab_bench.sh - what the lab that stays up saves, measured in one run.
 #
-#   scripts/lab/bench.sh [-n RUNS]     (default 20)
+#   scripts/maintainers/lab_bench.sh [-n RUNS]     (default 20)
 #
 # Prints, in one run on this machine:
 #   1. scripts/lab.sh exec -- true with the lab up: median and spread of RUNS
@@ -20,7 +20,7 @@ while (($#)); do
   case $1 in
     -n)
       [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || {
-        echo "bench.sh: -n needs a number of runs, not '${2:-}'" >&2
+        echo "lab_bench.sh: -n needs a number of runs, not '${2:-}'" >&2
         exit 2
       }
       runs=$2
@@ -31,7 +31,7 @@ while (($#)); do
       exit 0
       ;;
     *)
-      echo "bench.sh: unknown argument '$1' (see scripts/lab/bench.sh -h)" >&2
+      echo "lab_bench.sh: unknown argument '$1' (see scripts/maintainers/lab_bench.sh -h)" >&2
       exit 2
       ;;
   esac
@@ -46,7 +46,7 @@ seconds() {
   local start end
   start=$(date +%s.%N)
   "$@" >/dev/null 2>&1 || {
-    echo "bench.sh: '$*' failed" >&2
+    echo "lab_bench.sh: '$*' failed" >&2
     return 1
   }
   end=$(date +%s.%N)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # grade.sh - build and grade the exercises beside each lesson (`make grade`).
 #
-#   scripts/grade.sh            every exercise, from your starter files
-#   scripts/grade.sh 4.2        one exercise (make grade EX=4.2)
-#   scripts/grade.sh -s [EX]    the reference solutions instead (make grade SOLUTIONS=1)
-#   scripts/grade.sh -h
+#   scripts/exercises/grade.sh            every exercise, from your starter files
+#   scripts/exercises/grade.sh 4.2        one exercise (make grade EX=4.2)
+#   scripts/exercises/grade.sh -s [EX]    the reference solutions instead (make grade SOLUTIONS=1)
+#   scripts/exercises/grade.sh -h
 #
 # An exercise is a folder lessons/NN_topic/exercises/N.M/ holding README.md
 # (the task), exN_M.cpp (your file, made from its starter the first time:
-# scripts/exercise.sh) and grade.bash (its grader); the reference solution
+# scripts/exercises/exercise.sh) and grade.bash (its grader); the reference solution
 # is made from lessons/NN_topic/exercises/solutions/exN_M.patch into
 # build/exercises/src/solution/exN_M.cpp.
 # Each program is built on this host (build/exercises/), then every grader
@@ -21,7 +21,7 @@
 # Environment: EX and SOLUTIONS=1 do what the arguments do (make passes them).
 # Exit status: 0 when every graded exercise passes, 1 when one fails, 2 misuse.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; }
 misuse() {
@@ -38,7 +38,7 @@ while (($#)); do
       exit 0
       ;;
     -s | --solutions) solutions=1 ;;
-    -*) misuse "unknown option '$1' (see scripts/grade.sh -h)" ;;
+    -*) misuse "unknown option '$1' (see scripts/exercises/grade.sh -h)" ;;
     *)
       [[ -z $ex || $ex == "$1" ]] || misuse "one exercise at a time: '$ex' and '$1'"
       ex=$1
@@ -49,7 +49,7 @@ done
 [[ -z $solutions || $solutions == 1 ]] || misuse "SOLUTIONS takes 1 (or nothing), not '$solutions'"
 
 # Every exercise folder, in lesson order: "N.M<TAB>folder".
-mapfile -t all < <(scripts/exercise.sh list)
+mapfile -t all < <(scripts/exercises/exercise.sh list)
 ((${#all[@]})) || misuse "no exercises found under lessons/*/exercises/"
 
 selected=()
@@ -71,7 +71,7 @@ make --no-print-directory -s build/libworkbook.a || exit 1
 # Your files, made from the starters where they are missing (never overwritten).
 ids=()
 for row in "${selected[@]}"; do ids+=("${row%%$'\t'*}"); done
-[[ $kind == solution ]] || scripts/exercise.sh files "${ids[@]}" || exit 1
+[[ $kind == solution ]] || scripts/exercises/exercise.sh files "${ids[@]}" || exit 1
 # Every program at once, one job per core; -k goes on past a starter that
 # does not compile. The loop below then makes each one alone, which is
 # instant for those already built and shows a failure's own first error.
@@ -110,11 +110,11 @@ if ((${#runnable[@]})); then
   printf '%s\n' "${runnable[@]}" >"$list"
   out=$(mktemp) || exit 1
   if compgen -G '/sys/class/infiniband/*' >/dev/null; then
-    scripts/grade_run.sh "$list" | tee "$out"
+    scripts/exercises/grade_run.sh "$list" | tee "$out"
   else
     echo "grade: this host has no RDMA device; grading in the Soft-RoCE lab (scripts/lab.sh)"
     # The graders run here; each program they start runs in the lab that is
-    # up (scripts/grade_lib.bash), or in one brought up for this grading
+    # up (scripts/exercises/grade_lib.bash), or in one brought up for this grading
     # and stopped after it. That one has one vCPU: a second one opens a
     # race between a completion and the QP state it reports (exercise 5.2).
     brought=
@@ -127,7 +127,7 @@ if ((${#runnable[@]})); then
     trap lab_down EXIT
     xfer=$(scripts/lab.sh xfer) || exit 1
     dev=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }')
-    GRADE_LAB=1 GRADE_TMP=$xfer GRADE_DEV=$dev scripts/grade_run.sh "$list" | tee "$out"
+    GRADE_LAB=1 GRADE_TMP=$xfer GRADE_DEV=$dev scripts/exercises/grade_run.sh "$list" | tee "$out"
   fi
   passed=$(grep -c '^PASS ' "$out")
   skipped=$(grep -c '^SKIP ' "$out")

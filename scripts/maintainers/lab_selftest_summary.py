@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""selftest_summary.py KERNEL LOG EXPECTED: judge one run of rdma-core's tests.
+"""lab_selftest_summary.py KERNEL LOG EXPECTED: judge one run of rdma-core's tests.
 
-Part of scripts/lab_selftest.sh (make lab-selftest). LOG holds the run's
+Part of scripts/maintainers/lab_selftest.sh (make lab-selftest). LOG holds the run's
 output, with one "LAB_SELFTEST_RESULT [id, outcome, detail]" line per test;
 EXPECTED lists the failures that are known rxe gaps, one per line:
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench.sh - lesson 11 beside perftest, then the levers one at a time, plotted.
+# bench/run.sh - lesson 11 beside perftest, then the levers one at a time, plotted.
 #
-# Usage: scripts/bench.sh [-o DIR]      (also: make bench)
+# Usage: scripts/bench/run.sh [-o DIR]      (also: make bench)
 #   -o DIR   where the CSVs and the plots go (default: bench/)
 #   -h       this help
 #
@@ -24,7 +24,7 @@ set -euo pipefail
 
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; }
 misuse() {
-  echo "bench.sh: $1 (see scripts/bench.sh -h)" >&2
+  echo "bench/run.sh: $1 (see scripts/bench/run.sh -h)" >&2
   exit 2
 }
 
@@ -64,7 +64,7 @@ split_guest_output() {
   done
 }
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [[ -x ./lesson11 ]] || misuse "./lesson11 is not built: run make bench, or make first"
 command -v gnuplot >/dev/null || misuse "gnuplot is missing: run scripts/install_deps.sh (gnuplot-nox)"
 mkdir -p "$out"

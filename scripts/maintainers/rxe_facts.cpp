@@ -2,22 +2,20 @@
 // (issue 25). Not a lesson: two or more QPs of this process play the peers,
 // as in lesson 3, and each probe prints what the device answered.
 //
-//   build/tests/rxe_facts gid [--dgid GID]          RTR with an empty sgid_index, one past
-//                                                   gid_tbl_len, and (--dgid) a remote GID
-//   build/tests/rxe_facts access write|read         the responder's qp_access_flags lack the right
-//   build/tests/rxe_facts rnr [--clients C] [--srq] [--recvs R] [--burst B]
-//                             [--retry-cnt N] [--rnr-retry N] [--wait S]
-//   build/tests/rxe_facts retry7 [--targets 1|3] [--wait S]
-//   build/tests/rxe_facts window      READ and WRITE across a type 2 window's end and before
-//                                     its start; SEND_WITH_INV's wc_flags at the receiver
-//   build/tests/rxe_facts srq-limit   the SRQ limit event against the completion it describes
-//   build/tests/rxe_facts mcast-attach  a UD datagram to a group joined by ibv_attach_mcast alone
+//   build/maintainers/rxe_facts gid [--dgid GID]          RTR with an empty sgid_index, one past
+//                                                         gid_tbl_len, and (--dgid) a remote GID
+//   build/maintainers/rxe_facts access write|read         the responder's qp_access_flags lack the right
+//   build/maintainers/rxe_facts rnr [--clients C] [--srq] [--recvs R] [--burst B]
+//                                   [--retry-cnt N] [--rnr-retry N] [--wait S]
+//   build/maintainers/rxe_facts retry7 [--targets 1|3] [--wait S]
+//   build/maintainers/rxe_facts window      READ and WRITE across a type 2 window's end and before
+//                                           its start; SEND_WITH_INV's wc_flags at the receiver
+//   build/maintainers/rxe_facts srq-limit   the SRQ limit event against the completion it describes
+//   build/maintainers/rxe_facts mcast-attach  a UD datagram to a group joined by ibv_attach_mcast alone
 //
 // Build (not part of `make`; it serves the docs, not a lesson):
-//   make -s build/libworkbook.a
-//   g++ -std=c++20 -O2 -Wall -Wextra -Werror -Wno-missing-field-initializers -Icommon
-//       tests/helpers/rxe_facts.cpp build/libworkbook.a -libverbs -lrdmacm -o build/tests/rxe_facts
-// Run in the lab: scripts/lab.sh run -- build/tests/rxe_facts rnr --srq --burst 10
+//   make build/maintainers/rxe_facts      (scripts/maintainers/rxe_facts.sh does)
+// Run in the lab: scripts/lab.sh run -- build/maintainers/rxe_facts rnr --srq --burst 10
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>

@@ -2,7 +2,7 @@
 # check_kernels.sh - the lesson suites and the tour on other kernels than
 # make check's: one tests/run.sh per kernel, each in labs of its own.
 #
-#   scripts/check_kernels.sh [KERNEL...]   default: trixie trixie-backports
+#   scripts/maintainers/check_kernels.sh [KERNEL...]   default: trixie trixie-backports
 #   make check-kernels                     the same; KERNELS=trixie for one
 #
 # For each KERNEL: LAB_KERNEL=KERNEL tests/run.sh on the lessons' suites
@@ -15,7 +15,7 @@
 #   check-kernels: N passed, N failed, N skipped
 # Exit status 0 when nothing failed on any kernel, 1 otherwise, 2 misuse.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'

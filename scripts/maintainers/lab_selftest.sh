@@ -4,20 +4,20 @@
 #
 #   make lab-selftest                       the default kernel (bookworm here)
 #   LAB_KERNEL=trixie make lab-selftest     another (scripts/lab.sh -h)
-#   scripts/lab_selftest.sh [-k PATTERN]    only the tests whose name matches
+#   scripts/maintainers/lab_selftest.sh [-k PATTERN]    only the tests whose name matches
 #
 # Runs /usr/share/doc/rdma-core/tests (its .py.gz files unpacked into a
 # temporary folder in the guest) as `run_tests.py --dev rxe0 --gid 1 -v`
 # does (its three lines, with a result that reports each test's outcome),
 # then prints a summary: passed, failed, skipped by reason. A failure
-# listed for this kernel in tests/lab/selftest-expected.txt, with its
+# listed for this kernel in scripts/maintainers/lab_selftest_expected.txt, with its
 # reason, is expected; any other failure, an expected failure that now
 # passes, or a test skipped for a reason that is the lab's own fails it.
 # The whole log is kept in selftest-KERNEL.log (in $TMPDIR).
 #
 # Exit status: 0 as expected, 1 not, 2 misuse, else the lab's.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 readonly TESTS=/usr/share/doc/rdma-core/tests
 
@@ -35,7 +35,7 @@ if [[ ${1:-} == --in-guest ]]; then
   cat >>"$work/tests/base.py" <<'PY'
 
 
-# Added by the workbook's lab (scripts/lab_selftest.sh): the GID's netdev
+# Added by the workbook's lab (scripts/maintainers/lab_selftest.sh): the GID's netdev
 # from sysfs gid_attrs, since a software device such as rxe has no
 # /sys/class/infiniband/DEV/device/net.
 def _lab_get_ip_mac(self, dev, port, idx):
@@ -146,7 +146,7 @@ kernel=${LAB_KERNEL:-$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release)}
 log=${TMPDIR:-/tmp}/selftest-$kernel.log
 echo "lab-selftest: rdma-core's tests on rxe0 in the lab, kernel $kernel (log: $log)"
 status=0
-scripts/lab.sh exec --up --timeout 3000 -- scripts/lab_selftest.sh --in-guest "${pattern[@]}" >"$log" 2>&1 || status=$?
+scripts/lab.sh exec --up --timeout 3000 -- scripts/maintainers/lab_selftest.sh --in-guest "${pattern[@]}" >"$log" 2>&1 || status=$?
 # unittest exits 1 when a test failed: the summary judges that. Anything
 # else is the lab's failure (or a crash of the suite): show the log's end.
 if [[ $status -ne 0 && $status -ne 1 ]]; then
@@ -154,4 +154,4 @@ if [[ $status -ne 0 && $status -ne 1 ]]; then
   echo "lab-selftest: the lab or the suite failed (exit $status)" >&2
   exit "$status"
 fi
-exec /usr/bin/python3 -I scripts/lab/selftest_summary.py "$kernel" "$log" tests/lab/selftest-expected.txt
+exec /usr/bin/python3 -I scripts/maintainers/lab_selftest_summary.py "$kernel" "$log" scripts/maintainers/lab_selftest_expected.txt

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wireshark_profile.sh - install the workbook's Wireshark profile, "RDMA-Workbook".
 #
-#   scripts/wireshark_profile.sh        (what `make wireshark-profile` runs)
+#   scripts/capture/wireshark_profile.sh        (what `make wireshark-profile` runs)
 #
 # Copies docs/wireshark-profile/RDMA-Workbook/ into Wireshark's profile folder:
 # $XDG_CONFIG_HOME/wireshark/profiles/ (~/.config/wireshark/profiles/), or
@@ -22,12 +22,12 @@ case ${1:-} in
     ;;
   "") ;;
   *)
-    echo "wireshark_profile.sh: no arguments expected (see scripts/wireshark_profile.sh -h)" >&2
+    echo "wireshark_profile.sh: no arguments expected (see scripts/capture/wireshark_profile.sh -h)" >&2
     exit 2
     ;;
 esac
 
-src=$(cd "$(dirname "$0")/.." && pwd)/docs/wireshark-profile/RDMA-Workbook
+src=$(cd "$(dirname "$0")/../.." && pwd)/docs/wireshark-profile/RDMA-Workbook
 # Where Wireshark looks (wsutil/filesystem.c): the XDG folder, unless only
 # the legacy ~/.wireshark exists.
 conf=${XDG_CONFIG_HOME:-$HOME/.config}/wireshark

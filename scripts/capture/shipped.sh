@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
-# shipped_captures.sh - record every two-process lesson's wire into docs/captures/,
+# capture/shipped.sh - record every two-process lesson's wire into docs/captures/,
 # and check that the recorded captures are still what the lessons send.
 #
-#   scripts/shipped_captures.sh [ITEM...]          record (what `make captures` runs)
-#   scripts/shipped_captures.sh --check [ITEM...]  re-capture and compare, write nothing
-#   scripts/shipped_captures.sh --list             the items, one a line
-#   scripts/shipped_captures.sh --signature FILE   a capture's RoCE packets, one a line
-#   scripts/shipped_captures.sh --from PCAP ITEM   record PCAP (e.g. what `make capture`
+#   scripts/capture/shipped.sh [ITEM...]          record (what `make captures` runs)
+#   scripts/capture/shipped.sh --check [ITEM...]  re-capture and compare, write nothing
+#   scripts/capture/shipped.sh --list             the items, one a line
+#   scripts/capture/shipped.sh --signature FILE   a capture's RoCE packets, one a line
+#   scripts/capture/shipped.sh --from PCAP ITEM   record PCAP (e.g. what `make capture`
 #                                          just wrote) as ITEM's, booting nothing
-#   scripts/shipped_captures.sh --compare PCAP ITEM  compare PCAP (what `make capture`
+#   scripts/capture/shipped.sh --compare PCAP ITEM  compare PCAP (what `make capture`
 #                                          just wrote) with ITEM's shipped file
 #
 # An ITEM is a lesson number (4) or a lesson's scenario (10:rnr). Without
-# items: every lesson whose run.conf names a client (scripts/lesson_run.sh),
+# items: every lesson whose run.conf names a client (scripts/lessons/run_conf.sh),
 # so a lesson is recorded as soon as it lands. A lesson whose run.conf has
 #   captures=rnr nak retry
 # is recorded once per scenario, each as `make capture LESSON=N
 # SCENARIO=NAME` runs it, into docs/captures/lessonN-NAME.pcapng; any other
 # lesson once, into docs/captures/lessonN.pcapng.
 #
-# Each recording is `make capture LESSON=N` (scripts/capture_lesson.sh): two
+# Each recording is `make capture LESSON=N` (scripts/capture/lesson.sh): two
 # lab guests, the server on guest a (192.0.2.1), the client on guest b
 # (192.0.2.2), every frame on the cable between them. It is written as pcapng
 # with a capture comment that says what was run, and a packet comment
@@ -37,17 +37,17 @@
 # Exit status: 0 done (or current); 1 a capture failed or differs, or a tool
 # or the lab is missing (the message says how to get it); 2 misuse.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-# shellcheck disable=SC1091 # scripts/lesson_run.sh, checked on its own
-source scripts/lesson_run.sh
+cd "$(dirname "$0")/../.."
+# shellcheck disable=SC1091 # scripts/lessons/run_conf.sh, checked on its own
+source scripts/lessons/run_conf.sh
 
 # Where the shipped captures are (CAPTURES_DIR: another folder, for a test).
 out_dir=${CAPTURES_DIR:-docs/captures}
-server_ip=192.0.2.1 client_ip=192.0.2.2 # as scripts/capture_lesson.sh sets them
+server_ip=192.0.2.1 client_ip=192.0.2.2 # as scripts/capture/lesson.sh sets them
 
 # netns ITEM: true when the item's lesson captures in one guest between two
 # network namespaces (run.conf's capture=netns, lesson 18); then the two
-# addresses are scripts/netns_pair.sh's, as capture_lesson.sh sets them.
+# addresses are lessons/18_netns/netns_pair.sh's, as capture/lesson.sh sets them.
 # Either way it sets server_ip and client_ip for the item.
 netns() {
   server_ip=192.0.2.1 client_ip=192.0.2.2
@@ -56,11 +56,11 @@ netns() {
 }
 
 misuse() {
-  echo "shipped_captures.sh: $*" >&2
+  echo "capture/shipped.sh: $*" >&2
   exit 2
 }
 fail() {
-  echo "shipped_captures.sh: $*" >&2
+  echo "capture/shipped.sh: $*" >&2
   exit 1
 }
 
@@ -137,18 +137,18 @@ what_ran() {
 }
 
 # capture ITEM: run it across two guests; print the raw pcap's path.
-# (capture_lesson.sh starts guest b's client once guest a's server has
+# (capture/lesson.sh starts guest b's client once guest a's server has
 # printed its ready= line, so the two never race.)
 capture() {
   local n=${1%%:*} scenario="" log pcap
   [[ $1 != *:* ]] || scenario=${1#*:}
   log=$(mktemp)
-  if ! scripts/capture_lesson.sh "$n" "$scenario" >"$log" 2>&1; then
+  if ! scripts/capture/lesson.sh "$n" "$scenario" >"$log" 2>&1; then
     sed 's/^/  | /' "$log" >&2
     rm -f "$log"
     fail "the capture of $1 failed (its output is above)"
   fi
-  # capture_lesson.sh says where the wire went: "..., wire -> captures/lessonN.pcap".
+  # capture/lesson.sh says where the wire went: "..., wire -> captures/lessonN.pcap".
   pcap=$(sed -n 's/^capture: .*, wire -> //p' "$log" | tail -1)
   rm -f "$log"
   [[ -s $pcap ]] || fail "the capture of $1 wrote no pcap"
@@ -166,11 +166,11 @@ record() {
 write() {
   local pcap=$2 dest marks=() frame first where="two qemu guests joined by a virtual cable (scripts/lab.sh pair)"
   dest=$(file "$1")
-  ! netns "$1" || where="one qemu guest, two network namespaces joined by a veth pair (scripts/netns_pair.sh), seen on the veth"
+  ! netns "$1" || where="one qemu guest, two network namespaces joined by a veth pair (lessons/18_netns/netns_pair.sh), seen on the veth"
   # A packet comment on each retransmitted request, as the ladder finds them.
   while read -r frame first; do
     marks+=(-a "$frame:RETRANSMIT: this request's destination QP and PSN were first sent in frame $first")
-  done < <(scripts/ladder.sh "$pcap" "$server_ip" "$client_ip" |
+  done < <(scripts/capture/ladder.sh "$pcap" "$server_ip" "$client_ip" |
     sed -n 's/^ *\([0-9][0-9]*\) .*RETRANSMIT (first: frame \([0-9]*\)).*/\1 \2/p')
   mkdir -p "$out_dir"
   # Shipped captures stay under 64 KiB: one whose payloads make it larger
@@ -267,7 +267,7 @@ case ${1:-} in
     compare "$3" "$2"
     exit
     ;;
-  -*) misuse "unknown option '$1' (see scripts/shipped_captures.sh -h)" ;;
+  -*) misuse "unknown option '$1' (see scripts/capture/shipped.sh -h)" ;;
 esac
 
 mapfile -t known < <(items)

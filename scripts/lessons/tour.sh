@@ -4,16 +4,16 @@
 # `make tour` calls it after building. Where this host has an RDMA device the
 # lessons run here; where it has none, the whole tour runs inside one lab
 # guest (scripts/lab.sh), with the same binaries. How each lesson runs is in
-# its folder: lessons/NN_topic/run.conf (scripts/lesson_run.sh).
+# its folder: lessons/NN_topic/run.conf (scripts/lessons/run_conf.sh).
 #
-#   scripts/tour.sh            every lesson, in order
-#   scripts/tour.sh 4 5        only these
+#   scripts/lessons/tour.sh            every lesson, in order
+#   scripts/lessons/tour.sh 4 5        only these
 #
 # Exit status: 0 if every lesson succeeded, 1 if one failed, 2 misuse.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-# shellcheck disable=SC1091 # scripts/lesson_run.sh, checked on its own
-source scripts/lesson_run.sh
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck disable=SC1091 # scripts/lessons/run_conf.sh, checked on its own
+source scripts/lessons/run_conf.sh
 
 misuse() {
   echo "tour.sh: $*" >&2
@@ -35,7 +35,7 @@ done
 
 if ! compgen -G '/sys/class/infiniband/*' >/dev/null; then
   echo "tour: this host has no RDMA device; running the tour in the Soft-RoCE lab (scripts/lab.sh)"
-  exec scripts/lab.sh exec --up -- scripts/tour.sh "${lessons[@]}"
+  exec scripts/lab.sh exec --up -- scripts/lessons/tour.sh "${lessons[@]}"
 fi
 
 # rdma_cm (lesson 9) addresses the server by the IP of the netdev under the

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# capture_netns.sh - run a lesson's server and client in two network
+# capture/netns.sh - run a lesson's server and client in two network
 # namespaces of one lab guest and record the veth between them (the guest
-# side of `make capture LESSON=18`: scripts/capture_lesson.sh runs it with
+# side of `make capture LESSON=18`: scripts/capture/lesson.sh runs it with
 # lab.sh exec).
 #
-#   scripts/capture_netns.sh PCAP READY 'SERVER CMD' 'CLIENT CMD'
+#   scripts/capture/netns.sh PCAP READY 'SERVER CMD' 'CLIENT CMD'
 #
-# scripts/netns_pair.sh makes ns_a (198.51.100.1) and ns_b (198.51.100.2);
+# lessons/18_netns/netns_pair.sh makes ns_a (198.51.100.1) and ns_b (198.51.100.2);
 # dumpcap records veth_a, in ns_a, into PCAP (pcap format); the server
 # command runs (as bash words, in the initial namespace: the lesson enters
 # its own with --netns), and once it has printed a line containing READY,
@@ -17,18 +17,18 @@
 # Runs only where LAB=1 (in the lab guest). Exit status: the server's if
 # non-zero, else the client's; 1 when the capture did not start; 2 misuse.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 misuse() {
-  echo "capture_netns.sh: $*" >&2
+  echo "capture/netns.sh: $*" >&2
   exit 2
 }
 [[ ${1:-} == -h || ${1:-} == --help ]] && {
   sed -n '2,/^$/s/^# \{0,1\}//p' "$0"
   exit 0
 }
-(($# == 4)) || misuse "PCAP READY 'SERVER CMD' 'CLIENT CMD' (see capture_netns.sh -h)"
-[[ ${LAB:-} == 1 ]] || misuse "runs only in the lab guest (scripts/capture_lesson.sh runs it there)"
+(($# == 4)) || misuse "PCAP READY 'SERVER CMD' 'CLIENT CMD' (see capture/netns.sh -h)"
+[[ ${LAB:-} == 1 ]] || misuse "runs only in the lab guest (scripts/capture/lesson.sh runs it there)"
 pcap=$1 ready=$2 server_cmd=$3 client_cmd=$4
 work=$(mktemp -d)
 dumpcap_pid="" server_pid=""
@@ -40,12 +40,12 @@ finish() {
     kill "$dumpcap_pid" 2>/dev/null || true
     wait "$dumpcap_pid" 2>/dev/null || true
   fi
-  scripts/netns_pair.sh down
+  lessons/18_netns/netns_pair.sh down
   rm -rf "$work"
 }
 trap finish EXIT
 
-scripts/netns_pair.sh up >/dev/null
+lessons/18_netns/netns_pair.sh up >/dev/null
 # dumpcap writes the file's header when it starts capturing: wait (10 s at
 # most) for it, so that the first CM packet is not missed.
 ip netns exec ns_a dumpcap -q -P -i veth_a -w "$work/wire.pcap" 2>"$work/dumpcap.err" &
@@ -56,7 +56,7 @@ for ((i = 0; i < 100; i++)); do
 done
 [[ -s $work/wire.pcap ]] || {
   cat "$work/dumpcap.err" >&2
-  echo "capture_netns.sh: dumpcap did not start on veth_a" >&2
+  echo "capture/netns.sh: dumpcap did not start on veth_a" >&2
   exit 1
 }
 
