@@ -168,6 +168,9 @@ fi
 
 passed=0 failed=0 skipped=0
 log=$(mktemp)
+# What failed, said again just before the summary line, so that the end of
+# a long run (all that CI shows) names each failed test and its first lines.
+failures=$(mktemp)
 
 # Add one file's results (its section of $log) to the totals. Results that
 # are missing count as failed: tests the file declares but never reported
@@ -206,6 +209,19 @@ count_file() {
   if [[ $status == 124 || $status == 137 ]]; then
     echo "tests/run.sh: $f was stopped after $(file_limit "$f") s" >&2
   fi
+  if ((notok > 0)); then
+    # Each "not ok" line of the file and up to 8 of its "#" lines, then what
+    # run.sh itself said of it.
+    tr -d '\r' <"$log" | awk -v f="$f" '
+      $0 == "#@ begin " f { on = 1; next }
+      on && index($0, "#@ end " f " ") == 1 { exit }
+      !on { next }
+      /^not ok / { print f ": " $0; n = 0; keep = 1; next }
+      /^(ok|not ok) / { keep = 0 }
+      keep && /^#/ && !/^# [^ ]+\.bats took / && n++ < 8 { print "  " $0 }' >>"$failures"
+    [[ $status != never ]] || echo "$f: never ran" >>"$failures"
+    ((ran >= declared)) || echo "$f: reported $ran of its $declared tests" >>"$failures"
+  fi
   passed=$((passed + ok))
   skipped=$((skipped + skip))
   failed=$((failed + notok))
@@ -220,6 +236,8 @@ run_group() {
   echo "== $label: ${group[*]}"
   "$@" 2>&1 | tee "$log"
   for f in "${group[@]}"; do count_file "$f"; done
+  # What tests/run.sh said in the lane (a lab that did not come up, ...).
+  grep -E '^tests/run\.sh: |^lab\.sh: .*(did not|cannot|refus|error|fail)' "$log" >>"$failures" || true
 }
 
 # group_limit FILE...: the bound of a group of files, the sum of their
@@ -264,7 +282,8 @@ run_step() {
       local LAB_UP_DIR=$second_lab
       export LAB_UP_DIR
       echo "== the second lab, $cpus vCPU(s)${kernel:+, kernel $kernel}, for $*"
-      LAB_CPUS=$cpus LAB_KERNEL=${kernel:-${LAB_KERNEL:-}} scripts/lab.sh up
+      LAB_CPUS=$cpus LAB_KERNEL=${kernel:-${LAB_KERNEL:-}} scripts/lab.sh up ||
+        echo "tests/run.sh: the second lab ($cpus vCPU(s)${kernel:+, kernel $kernel}) did not come up: $* cannot run" >&2
       in_lab 600 "$@"
       scripts/lab.sh down
       ;;
@@ -279,7 +298,7 @@ run_step() {
       echo "== a pair of guests that stays up for $*"
       local LAB_PAIR_DIR=$pair_lab
       export LAB_PAIR_DIR
-      scripts/lab.sh up --pair
+      scripts/lab.sh up --pair || echo "tests/run.sh: the pair did not come up: $* cannot use it" >&2
       each 360 "$@"
       scripts/lab.sh down --pair
       ;;
@@ -302,7 +321,7 @@ device_log=$(mktemp)
 lab_log=$(mktemp)
 second_lab=$(mktemp -d "${TMPDIR:-/tmp}/lab2.XXXXXX")
 pair_lab=$(mktemp -d "${TMPDIR:-/tmp}/pair.XXXXXX")
-trap 'rm -f "$log" "$device_log" "$lab_log"; [[ -z $lab_started ]] || scripts/lab.sh down; LAB_UP_DIR=$second_lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$second_lab"; LAB_PAIR_DIR=$pair_lab scripts/lab.sh down --pair >/dev/null 2>&1; rm -rf "$pair_lab"' EXIT
+trap 'rm -f "$log" "$failures" "$device_log" "$lab_log"; [[ -z $lab_started ]] || scripts/lab.sh down; LAB_UP_DIR=$second_lab scripts/lab.sh down >/dev/null 2>&1; rm -rf "$second_lab"; LAB_PAIR_DIR=$pair_lab scripts/lab.sh down --pair >/dev/null 2>&1; rm -rf "$pair_lab"' EXIT
 # A run stopped by Ctrl-C or kill still takes its labs down (the EXIT trap).
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -311,7 +330,7 @@ if [[ -z $native && -n $(files rxe) ]]; then
     echo "== the lab is up: the rxe suites run in it"
   else
     echo "== no RDMA device here: bringing the Soft-RoCE lab up for the rxe suites (scripts/lab.sh up)"
-    LAB_CPUS=1 scripts/lab.sh up || echo "tests/run.sh: the lab did not come up: the rxe suites cannot run" >&2
+    LAB_CPUS=1 scripts/lab.sh up || echo "tests/run.sh: the lab did not come up: the rxe suites cannot run" | tee -a "$failures" >&2
     lab_started=1
   fi
 fi
@@ -348,6 +367,10 @@ fi
 if [[ -n $lab_started ]]; then
   scripts/lab.sh down 2>&1
   lab_started=""
+fi
+if [[ -s $failures ]]; then
+  echo "== what failed (each test's output is above):"
+  cat "$failures"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]

@@ -69,6 +69,13 @@ for k in "${kernels[@]}"; do
   fi
   summary+=("check-kernels: $k${version:+ ($version)}: $line in $((took / 60)) min $((took % 60)) s")
 done
+# Each kernel's "what failed" block again, next to the summary.
+for k in "${kernels[@]}"; do
+  if grep -q '^== what failed' "$work/$k.log"; then
+    echo "== check-kernels: what failed on $k:"
+    sed -n '/^== what failed/,$p' "$work/$k.log" | sed '1d;$d'
+  fi
+done
 printf '%s\n' "${summary[@]}"
 echo "check-kernels: $passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]
