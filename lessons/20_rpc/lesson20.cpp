@@ -470,7 +470,6 @@ struct Client {
     uint64_t ring_addr = 0;  // its ring, as it told us: we write nowhere else
     uint32_t ring_rkey = 0;
     uint32_t ring_slots = 0;
-    uint16_t grant = 1;  // its credits: min(its ring, our -t); 1 until the first response carries it
     struct Answer {
         uint16_t slot;
         Response response;
@@ -667,19 +666,23 @@ int poll_cq(Server& s) {
 
 // 6b. Post the waiting responses, as far as the send queue allows: never more
 //     WRITEs in flight than its depth. A response's bytes sit in our buffer
-//     slot `posted % depth` until its completion (inline: copied at once).
+//     `posted % depth` until its completion (inline: copied at once); WRs
+//     complete in order on one QP, so that buffer's last user is done.
 void post_responses(Server& s, Client& c, size_t index) {
     const uint32_t depth = s.args.depth;
-    while (!c.waiting.empty() && c.in_flight < depth) {
+    ibv_sge sges[kMaxWindow];
+    ibv_send_wr wrs[kMaxWindow];
+    uint32_t k = 0;
+    while (!c.waiting.empty() && c.in_flight + k < depth) {
         const Client::Answer a = c.waiting.front();
         c.waiting.pop_front();
-        auto* buf = reinterpret_cast<Response*>(s.resp_mr->addr) + index * depth + c.posted % depth;
+        auto* buf = reinterpret_cast<Response*>(s.resp_mr->addr) + index * depth + (c.posted + k) % depth;
         *buf = a.response;
-        ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(buf), .length = sizeof *buf, .lkey = s.resp_mr->lkey};
-        ibv_send_wr wr = {
+        sges[k] = {.addr = reinterpret_cast<uintptr_t>(buf), .length = sizeof *buf, .lkey = s.resp_mr->lkey};
+        wrs[k] = {
             .wr_id = kWriteTag | index,
             .next = nullptr,
-            .sg_list = &sge,
+            .sg_list = &sges[k],
             .num_sge = 1,
             .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
             // Signaled: its completion frees the send-queue slot we count.
@@ -687,12 +690,14 @@ void post_responses(Server& s, Client& c, size_t index) {
             .imm_data = htonl(a.slot),  // which slot was written; big-endian on the wire (lesson 5)
             .wr = {.rdma = {.remote_addr = c.ring_addr + uint64_t{a.slot} * kSlotBytes, .rkey = c.ring_rkey}},
         };
-        ibv_send_wr* bad = nullptr;
-        CHECK_RC(ibv_post_send(c.qp.get(), &wr, &bad));
-        ++c.posted;
-        ++c.in_flight;
-        c.grant = static_cast<uint16_t>(ntohs(a.response.credits));
+        if (k > 0) wrs[k - 1].next = &wrs[k];
+        ++k;
     }
+    if (k == 0) return;
+    ibv_send_wr* bad = nullptr;
+    CHECK_RC(ibv_post_send(c.qp.get(), wrs, &bad));  // ONE post list per client (lesson 11): one doorbell
+    c.posted += k;
+    c.in_flight += k;
 }
 
 // 6c. The goodbye: DONE came, and every WRITE to this client is acknowledged.
@@ -914,20 +919,32 @@ int ask(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
     Workload load;
     Window win(w);
     uint32_t sends_in_flight = 0;
+    uint64_t posted = 0;
+    std::vector<ibv_sge> sges(w);
+    std::vector<ibv_send_wr> wrs(w);
     Waiter waiter{.cq = cq.get(), .channel = channel.get()};
     Clock::time_point last_wc = Clock::now();
     const Clock::time_point start = Clock::now();
     while (win.answered < args.requests || sends_in_flight > 0) {
-        while (win.may_send(args.requests) && sends_in_flight < w) {
+        // Every request the credits and the send queue allow, as ONE post
+        // list (lesson 11): one doorbell, however many. A request's bytes sit
+        // in buffer `posted % w` until its SEND completes (inline: copied at once).
+        uint32_t k = 0;
+        while (win.may_send(args.requests) && sends_in_flight + k < w) {
             const uint16_t slot = win.take_slot();
-            auto* q = reinterpret_cast<Request*>(req_buf.get()) + slot;
+            auto* q = reinterpret_cast<Request*>(req_buf.get()) + (posted + k) % w;
             win.open[slot] = load.make(win.sent, slot, *q);
-            ibv_sge sge = {.addr = reinterpret_cast<uintptr_t>(q), .length = sizeof *q, .lkey = req_mr->lkey};
-            ibv_send_wr wr = {.wr_id = slot, .next = nullptr, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                              .send_flags = IBV_SEND_SIGNALED | (inline_requests ? unsigned{IBV_SEND_INLINE} : 0u)};
+            sges[k] = {.addr = reinterpret_cast<uintptr_t>(q), .length = sizeof *q, .lkey = req_mr->lkey};
+            wrs[k] = {.wr_id = slot, .next = nullptr, .sg_list = &sges[k], .num_sge = 1, .opcode = IBV_WR_SEND,
+                      .send_flags = IBV_SEND_SIGNALED | (inline_requests ? unsigned{IBV_SEND_INLINE} : 0u)};
+            if (k > 0) wrs[k - 1].next = &wrs[k];
+            ++k;
+        }
+        if (k > 0) {
             ibv_send_wr* bad = nullptr;
-            CHECK_RC(ibv_post_send(qp.get(), &wr, &bad));
-            ++sends_in_flight;
+            CHECK_RC(ibv_post_send(qp.get(), wrs.data(), &bad));
+            sends_in_flight += k;
+            posted += k;
         }
         ibv_wc wcs[32];
         const int n = CHECK_POLL(ibv_poll_cq(cq.get(), 32, wcs));
