@@ -840,7 +840,7 @@ int serve(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
     std::printf("server: %" PRIu64 " GETs, %" PRIu64 " PUTs; %zu keys stored; %" PRIu64 " receives re-posted\n",
                 s.store.gets, s.store.puts, s.store.map.size(), s.reposted);
     if (dropped > 0)
-        wb::result_error("served " + std::to_string(total) + " requests; dropped " + std::to_string(dropped) +
+        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " + std::to_string(dropped) +
                          " of " + std::to_string(clients) + (clients == 1 ? " client" : " clients") +
                          " (stderr says why)");
     std::printf("result: served %" PRIu64 " requests from %u client%s, each said goodbye\n", total, clients,
@@ -1106,7 +1106,7 @@ int serve_tcp(const Args& args) {
     }
     std::printf("server: %" PRIu64 " GETs, %" PRIu64 " PUTs; %zu keys stored\n", store.gets, store.puts, store.map.size());
     if (dropped > 0)
-        wb::result_error("served " + std::to_string(total) + " requests; dropped " + std::to_string(dropped) + " of " +
+        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " + std::to_string(dropped) + " of " +
                          std::to_string(clients) + (clients == 1 ? " client" : " clients") + " (stderr says why)");
     std::printf("result: served %" PRIu64 " requests from %zu client%s over TCP, each said goodbye\n", total, clients,
                 clients == 1 ? "" : "s");
