@@ -220,7 +220,7 @@ assert_client_result() {
   run --separate-stderr rx ./lesson20 -h
   assert_success
   assert_line --regexp '^  -c, --clients=CLIENTS +server: how many clients to serve \(default: 2\)$'
-  assert_line --regexp '^  -t, --depth=W +requests in flight, 1\.\.64: .*'
+  assert_line --regexp '^  -t, --depth=N +requests in flight, 1\.\.64: .*'
   assert_line --partial "slots and window (default: 16)"
   assert_line --regexp '^  -n, --requests=N +client: how many GETs and PUTs to send \(default: 1000\)$'
   assert_line --regexp '^  -e, --events +sleep on a completion channel instead of busy polling \(lesson 8\)$'

@@ -160,7 +160,7 @@ Args parse_args(int argc, char** argv) {
     std::string clients_arg, depth_arg, requests_arg, events_arg, tcp_arg;
     const wb::ExtraOption extra[] = {
         {'c', "clients", "CLIENTS", "server: how many clients to serve (default: 2)", &clients_arg},
-        {'t', "depth", "W",
+        {'t', "depth", "N",
          "requests in flight, 1..64: the server's credits per client, the client's ring\n"
          "                        slots and window (default: 16)",
          &depth_arg},
@@ -169,8 +169,8 @@ Args parse_args(int argc, char** argv) {
         {0, "tcp", nullptr, "the same service over TCP instead of RDMA, for comparison (both sides)", &tcp_arg},
     };
     const wb::Usage usage = {
-        .synopsis = "[options] [-c CLIENTS] [-t W]      server: a key-value store for CLIENTS clients\n"
-                    "  lesson20 [options] HOST [-n N] [-t W]      client: N GETs and PUTs, W in flight",
+        .synopsis = "[options] [-c CLIENTS] [-t N]      server: a key-value store for CLIENTS clients\n"
+                    "  lesson20 [options] HOST [-n N] [-t N]      client: GETs and PUTs, -t N of them in flight",
         .summary = "RPC over RDMA: requests by SEND into one SRQ, responses by WRITE with immediate into\n"
                    "each client's ring, credits, a goodbye; --tcp runs the same service over TCP",
         .server_scope = "The server listens on every address of this host (IPv4 and IPv6, port -p) and serves\n"
