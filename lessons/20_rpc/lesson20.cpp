@@ -803,7 +803,7 @@ int serve(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
             Pending& p = pending[i];
             std::string why = read_peer_info(p, fds[1 + i].revents != 0, opt.timeout_s);
             if (why.empty() && p.got < p.info.size()) continue;
-            if (why.empty() && s.cs.size() < clients) why = admit(s, p);
+            if (why.empty()) why = s.cs.size() < clients ? admit(s, p) : "came after all " + std::to_string(clients) + " clients";
             if (!why.empty())
                 std::fprintf(stderr, "%s: a connection from %s %s; dropped it\n", wb::program_name(),
                              p.conn.peer().c_str(), why.c_str());
@@ -960,6 +960,9 @@ int ask(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
                                  ", not a WRITE with immediate");
             const uint32_t slot = ntohl(wc.imm_data);
             if (slot >= w) wb::result_error("the immediate names slot " + std::to_string(slot) + " of our " + std::to_string(w));
+            if (wc.byte_len != sizeof(Response))  // what the WRITE carried: a response is 40 bytes
+                wb::result_error("the WRITE into slot " + std::to_string(slot) + " carried " + std::to_string(wc.byte_len) +
+                                 " bytes; a response is " + std::to_string(sizeof(Response)));
             Response r;
             std::memcpy(&r, ring.get() + slot * kSlotBytes, sizeof r);  // one copy, then only the copy is read
             post_ring_receive();
