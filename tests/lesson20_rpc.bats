@@ -187,6 +187,28 @@ assert_client_result() {
   assert_output "result: error: served 1 request; dropped 1 of 1 client (stderr says why)"
 }
 
+@test "a connection that says nothing, and one of another lesson, are dropped alone; the client after them is served" {
+  start_server ./lesson20 -p "$PORT" --timeout 4 -c 1 -e
+  wait_for_server_line "waiting for 1 clients" 10
+  tcp_client silent ':'
+  start_helper other ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 1
+  local i
+  for ((i = 0; i < 150; i++)); do
+    grep -q 'then nothing for 4 s; dropped it' "$SERVER_ERR" && break
+    sleep 0.1
+  done
+  start_helper c1 ./lesson20 -p "$PORT" --timeout 20 127.0.0.1 -n 100 -e
+  wait_helper c1 60
+  assert_equal "$HELPER_STATUS" 0
+  assert_client_result c1 100 RDMA
+  wait_server 30
+  assert_equal "$SERVER_STATUS" 0
+  run cat "$SERVER_ERR"
+  assert_equal "${#lines[@]}" 2
+  assert_line --regexp '^lesson20: a connection from 127\.0\.0\.1:[0-9]+ runs lesson 13, this is lesson 20; dropped it$'
+  assert_line --regexp '^lesson20: a connection from 127\.0\.0\.1:[0-9]+ sent 0 of 54 bytes of its QP information and then nothing for 4 s; dropped it$'
+}
+
 @test "--tcp runs the same service over TCP: every response checked, the counts agree" {
   start_server ./lesson20 -p "$PORT" --timeout 20 -c 2 --tcp
   wait_for_server_line "waiting for 2 clients" 10
@@ -222,7 +244,7 @@ assert_client_result() {
   assert_line --regexp '^  -c, --clients=CLIENTS +server: how many clients to serve \(default: 2\)$'
   assert_line --regexp '^  -t, --depth=N +requests in flight, 1\.\.64: .*'
   assert_line --partial "slots and window (default: 16)"
-  assert_line --regexp '^  -n, --requests=N +client: how many GETs and PUTs to send \(default: 1000\)$'
+  assert_line --regexp '^  -n, --requests=N +client: how many GETs and PUTs to send, 1\.\.1000000 \(default: 1000\)$'
   assert_line --regexp '^  -e, --events +sleep on a completion channel instead of busy polling \(lesson 8\)$'
   assert_line --regexp '^      --tcp +the same service over TCP instead of RDMA, for comparison \(both sides\)$'
   assert_line --partial "default: 18515"

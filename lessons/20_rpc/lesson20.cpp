@@ -64,6 +64,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -164,7 +165,7 @@ Args parse_args(int argc, char** argv) {
          "requests in flight, 1..64: the server's credits per client, the client's ring\n"
          "                        slots and window (default: 16)",
          &depth_arg},
-        {'n', "requests", "N", "client: how many GETs and PUTs to send (default: 1000)", &requests_arg},
+        {'n', "requests", "N", "client: how many GETs and PUTs to send, 1..1000000 (default: 1000)", &requests_arg},
         {'e', "events", nullptr, "sleep on a completion channel instead of busy polling (lesson 8)", &events_arg},
         {0, "tcp", nullptr, "the same service over TCP instead of RDMA, for comparison (both sides)", &tcp_arg},
     };
@@ -187,7 +188,7 @@ Args parse_args(int argc, char** argv) {
     if (!r.is_server && opt.given('c')) wb::usage_error("-c is a server option (./lesson20 -c CLIENTS)");
     if (opt.given('c')) r.clients = static_cast<int>(wb::parse_range(clients_arg, "-c", 1, kMaxClients));
     if (opt.given('t')) r.depth = static_cast<uint32_t>(wb::parse_range(depth_arg, "-t", 1, kMaxWindow));
-    if (opt.given('n')) r.requests = static_cast<uint32_t>(wb::parse_range(requests_arg, "-n", 1, 10'000'000));
+    if (opt.given('n')) r.requests = static_cast<uint32_t>(wb::parse_range(requests_arg, "-n", 1, 1'000'000));
     r.events = opt.given('e');
     r.tcp = opt.given("tcp");
     if (r.tcp && r.events) wb::usage_error("-e is for RDMA completions; --tcp always sleeps in poll()");
