@@ -189,7 +189,7 @@ assert_client_result() {
 
 @test "a connection that says nothing, and one of another lesson, are dropped alone; the client after them is served" {
   start_server ./lesson20 -p "$PORT" --timeout 4 -c 1 -e
-  wait_for_server_line "waiting for 1 clients" 10
+  wait_for_server_line "waiting for 1 client on" 10
   tcp_client silent ':'
   start_helper other ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 1
   local i

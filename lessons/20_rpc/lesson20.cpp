@@ -777,7 +777,7 @@ int serve(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
     std::optional<wb::Listener> listener{std::in_place, opt.tcp_port};
     std::vector<Pending> pending;
     Clock::time_point news = Clock::now();  // the last connection accepted or admitted
-    std::printf("server: waiting for %u clients on TCP port %u\n", clients, opt.tcp_port);
+    std::printf("server: waiting for %u client%s on TCP port %u\n", clients, clients == 1 ? "" : "s", opt.tcp_port);
     Waiter waiter{.cq = cq.get(), .channel = channel.get()};
     bool printed_inline = false;
     while (listener || std::ranges::any_of(s.cs, &Client::busy)) {
@@ -1055,7 +1055,7 @@ int serve_tcp(const Args& args) {
     Store store;
     std::vector<TcpClient> cs;
     std::optional<wb::Listener> listener{std::in_place, opt.tcp_port};
-    std::printf("server: waiting for %zu clients on TCP port %u\n", clients, opt.tcp_port);
+    std::printf("server: waiting for %zu client%s on TCP port %u\n", clients, clients == 1 ? "" : "s", opt.tcp_port);
     Clock::time_point news = Clock::now();
     while (listener || std::ranges::any_of(cs, [](const TcpClient& c) { return c.busy() || !c.out.empty(); })) {
         std::vector<pollfd> fds{{.fd = listener ? listener->fd() : -1, .events = POLLIN, .revents = 0}};
