@@ -188,13 +188,15 @@ assert_client_result() {
 }
 
 @test "a connection that says nothing, and one of another lesson, are dropped alone; the client after them is served" {
-  start_server ./lesson20 -p "$PORT" --timeout 4 -c 1 -e
+  # The server's --timeout (6 s) bounds the silent connection, and then the
+  # wait for the client after it: long enough for a loaded lab to start one.
+  start_server ./lesson20 -p "$PORT" --timeout 6 -c 1 -e
   wait_for_server_line "waiting for 1 client on" 10
   tcp_client silent ':'
   start_helper other ./lesson13 -p "$PORT" --timeout 10 127.0.0.1 -n 1
   local i
-  for ((i = 0; i < 150; i++)); do
-    grep -q 'then nothing for 4 s; dropped it' "$SERVER_ERR" && break
+  for ((i = 0; i < 200; i++)); do
+    grep -q 'then nothing for 6 s; dropped it' "$SERVER_ERR" && break
     sleep 0.1
   done
   start_helper c1 ./lesson20 -p "$PORT" --timeout 20 127.0.0.1 -n 100 -e
@@ -206,7 +208,7 @@ assert_client_result() {
   run cat "$SERVER_ERR"
   assert_equal "${#lines[@]}" 2
   assert_line --regexp '^lesson20: a connection from 127\.0\.0\.1:[0-9]+ runs lesson 13, this is lesson 20; dropped it$'
-  assert_line --regexp '^lesson20: a connection from 127\.0\.0\.1:[0-9]+ sent 0 of 54 bytes of its QP information and then nothing for 4 s; dropped it$'
+  assert_line --regexp '^lesson20: a connection from 127\.0\.0\.1:[0-9]+ sent 0 of 54 bytes of its QP information and then nothing for 6 s; dropped it$'
 }
 
 @test "--tcp runs the same service over TCP: every response checked, the counts agree" {
