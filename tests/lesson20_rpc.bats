@@ -172,8 +172,29 @@ assert_client_result() {
   assert_equal "${lines[-1]}" "result: error: served 1001 requests; dropped 1 of 2 clients (stderr says why)"
   wait_helper hostile 30
   run cat "$BATS_TEST_TMPDIR/hostile.out"
-  assert_line "hostile_peer: GET naming slot 0"
+  assert_line "hostile_peer: 1 GET in one post list, the first naming slot 0"
   assert_line "hostile_peer: the server closed the connection"
+}
+
+@test "a client that sends more requests than its credits is dropped alone, before it eats the others' receives" {
+  # tests/helpers/hostile_peer.cpp: a ring of 4 slots (4 credits at most, 1
+  # before the first response), and 16 GETs in one post list. The server
+  # (-e) wakes to a CQ holding several of them: more outstanding than 1 or 4.
+  start_helper hostile build/tests/helpers/hostile_peer lesson20-greedy 127.0.0.1 "$PORT"
+  start_server ./lesson20 -p "$PORT" --timeout 20 -c 2 -e
+  wait_for_server_line "waiting for 2 clients" 10
+  wait_for_server_line "server: client 1 (" 30
+  start_helper c2 ./lesson20 -p "$PORT" --timeout 20 127.0.0.1 -n 1000 -e
+  wait_helper c2 60
+  assert_equal "$HELPER_STATUS" 0
+  assert_client_result c2 1000 RDMA
+  wait_server 30
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_ERR"
+  assert_equal "${#lines[@]}" 1
+  assert_line --index 0 --regexp '^lesson20: client 1 \(127\.0\.0\.1:[0-9]+\) had ([2-9]|1[0-6]) requests outstanding with (1 credit|4 credits); dropped it: QP 0x[0-9a-f]+ to IBV_QPS_ERR, connection closed$'
+  run cat "$SERVER_OUT"
+  assert_line "server: client 2 said DONE after 1000 requests; its last WRITE is acknowledged; BYE! sent"
 }
 
 @test "a request naming a slot outside the client's ring is refused before anything is written; the client is dropped" {
