@@ -52,6 +52,24 @@ assert_client_result() {
   assert_output --regexp "^result: $2 requests answered \([0-9]+ PUTs, [0-9]+ GETs\), every response checked; [0-9]+ requests/s, p50 [0-9]+ us, p99 [0-9]+ us, over $3\$"
 }
 
+# A hostile lesson-20 client (tests/helpers/hostile_peer.cpp MODE) connects
+# first, as client 1; a real client of 1000 requests is client 2 and must be
+# served to the end; the server, having dropped one, exits 1.
+hostile_beside_a_client() {
+  start_helper hostile build/tests/helpers/hostile_peer "$1" 127.0.0.1 "$PORT"
+  start_server ./lesson20 -p "$PORT" --timeout 20 -c 2 -e
+  wait_for_server_line "waiting for 2 clients" 10
+  wait_for_server_line "server: client 1 (" 30
+  start_helper c2 ./lesson20 -p "$PORT" --timeout 20 127.0.0.1 -n 1000 -e
+  wait_helper c2 60
+  assert_equal "$HELPER_STATUS" 0
+  assert_client_result c2 1000 RDMA
+  wait_server 30
+  assert_equal "$SERVER_STATUS" 1
+  run cat "$SERVER_OUT"
+  assert_line "server: client 2 said DONE after 1000 requests; its last WRITE is acknowledged; BYE! sent"
+}
+
 @test "four clients of 10,000 GETs and PUTs each are all answered and checked, and the server's count is the clients' sum" {
   # Events (-e) on every side: in the lab's 2-vCPU guest five busy pollers
   # leave rxe's own work little CPU (4 x 10,000 took 27 s busy, 16 s with
@@ -155,20 +173,10 @@ assert_client_result() {
 @test "a client that stops taking responses (no receive posted: hostile peer) is dropped alone at the first RNR NAK" {
   # tests/helpers/hostile_peer.cpp: a real lesson-20 client's steps, minus
   # the receives its responses' immediates need; then one GET.
-  start_helper hostile build/tests/helpers/hostile_peer lesson20-stall 127.0.0.1 "$PORT"
-  start_server ./lesson20 -p "$PORT" --timeout 20 -c 2 -e
-  wait_for_server_line "waiting for 2 clients" 10
-  wait_for_server_line "server: client 1 (" 30
-  start_helper c2 ./lesson20 -p "$PORT" --timeout 20 127.0.0.1 -n 1000 -e
-  wait_helper c2 60
-  assert_equal "$HELPER_STATUS" 0
-  assert_client_result c2 1000 RDMA
-  wait_server 30
-  assert_equal "$SERVER_STATUS" 1
+  hostile_beside_a_client lesson20-stall
   run cat "$SERVER_ERR"
   assert_line --index 0 --regexp '^lesson20: client 1 \(127\.0\.0\.1:[0-9]+\) stopped taking responses: our WRITE with immediate found no receive posted \(IBV_WC_RNR_RETRY_EXC_ERR\); dropped it: QP 0x[0-9a-f]+ to IBV_QPS_ERR, connection closed$'
   run cat "$SERVER_OUT"
-  assert_line "server: client 2 said DONE after 1000 requests; its last WRITE is acknowledged; BYE! sent"
   assert_equal "${lines[-1]}" "result: error: served 1001 requests; dropped 1 of 2 clients (stderr says why)"
   wait_helper hostile 30
   run cat "$BATS_TEST_TMPDIR/hostile.out"
@@ -180,21 +188,10 @@ assert_client_result() {
   # tests/helpers/hostile_peer.cpp: a ring of 4 slots (4 credits at most, 1
   # before the first response), and 16 GETs in one post list. The server
   # (-e) wakes to a CQ holding several of them: more outstanding than 1 or 4.
-  start_helper hostile build/tests/helpers/hostile_peer lesson20-greedy 127.0.0.1 "$PORT"
-  start_server ./lesson20 -p "$PORT" --timeout 20 -c 2 -e
-  wait_for_server_line "waiting for 2 clients" 10
-  wait_for_server_line "server: client 1 (" 30
-  start_helper c2 ./lesson20 -p "$PORT" --timeout 20 127.0.0.1 -n 1000 -e
-  wait_helper c2 60
-  assert_equal "$HELPER_STATUS" 0
-  assert_client_result c2 1000 RDMA
-  wait_server 30
-  assert_equal "$SERVER_STATUS" 1
+  hostile_beside_a_client lesson20-greedy
   run cat "$SERVER_ERR"
   assert_equal "${#lines[@]}" 1
   assert_line --index 0 --regexp '^lesson20: client 1 \(127\.0\.0\.1:[0-9]+\) had ([2-9]|1[0-6]) requests outstanding with (1 credit|4 credits); dropped it: QP 0x[0-9a-f]+ to IBV_QPS_ERR, connection closed$'
-  run cat "$SERVER_OUT"
-  assert_line "server: client 2 said DONE after 1000 requests; its last WRITE is acknowledged; BYE! sent"
 }
 
 @test "a request naming a slot outside the client's ring is refused before anything is written; the client is dropped" {
