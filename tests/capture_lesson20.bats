@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
-# uses: pair
+# bats file_tags=pair
 # Runs on the host; its pairs are the pair of guests tests/run.sh keeps up
-# for the "# uses: pair" suites (LAB_PAIR_DIR), or two fresh guests per
+# for the suites tagged pair (LAB_PAIR_DIR), or two fresh guests per
 # capture when none is up (bats tests/FILE.bats alone).
 # make capture LESSON=20: lesson 20's key-value service across two lab
 # guests, one client of 12 requests with a window of 4 (run.conf). The
