@@ -279,10 +279,13 @@ run_step() {
     :rxe) in_lab 120 "$@" ;;
     :lab:*)
       IFS=: read -r _ cpus kernel <<<"$step"
-      local LAB_UP_DIR=$second_lab
-      export LAB_UP_DIR
+      # The step's kernel for the boot and for every exec into it (lab.sh
+      # refuses an exec whose LAB_KERNEL names another kernel than the
+      # lab's: under make check-kernels, LAB_KERNEL names the run's).
+      local LAB_UP_DIR=$second_lab LAB_KERNEL=${kernel:-${LAB_KERNEL:-}}
+      export LAB_UP_DIR LAB_KERNEL
       echo "== the second lab, $cpus vCPU(s)${kernel:+, kernel $kernel}, for $*"
-      LAB_CPUS=$cpus LAB_KERNEL=${kernel:-${LAB_KERNEL:-}} scripts/lab.sh up ||
+      LAB_CPUS=$cpus scripts/lab.sh up ||
         echo "tests/run.sh: the second lab ($cpus vCPU(s)${kernel:+, kernel $kernel}) did not come up: $* cannot run" >&2
       in_lab 600 "$@"
       scripts/lab.sh down
