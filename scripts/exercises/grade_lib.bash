@@ -61,8 +61,19 @@ ex_cleanup() {
 trap ex_cleanup EXIT
 
 ex_server() {
+  # Emptied before the start, not by the background job's redirection: a
+  # second server's ex_wait_line must not read the first one's lines.
+  : >"$EX_SERVER_OUT"
   "${EX_RX[@]}" "$@" >"$EX_SERVER_OUT" 2>&1 &
   EX_SERVER_PID=$!
+}
+
+# ex_serve PROGRAM ARGS...: ex_server, then wait until it listens ("waiting
+# for a client"); when it never does, ex_fail says so and the status is 1.
+ex_serve() {
+  ex_server "$@"
+  ex_wait_line "$EX_SERVER_OUT" "waiting for a client" ||
+    ex_fail "the server (${*:2}) to print 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
 }
 
 ex_wait_line() {

@@ -4,11 +4,7 @@ HINT="server: send \"RTR!\", sleep kLate, then post_receive; client: your own qp
 
 # One server and one client run; $1 the program, $2 the TCP port, $3 the client's --rnr-retry; A and B in $a and $b.
 run_pair() {
-  ex_server "$1" -p "$2" --timeout 10
-  ex_wait_line "$EX_SERVER_OUT" "waiting for a client" || {
-    ex_fail "the server to say 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
-    return 1
-  }
+  ex_serve "$1" -p "$2" --timeout 10 || return 1
   ex_run "$1" -p "$2" --timeout 10 --rnr-retry "$3" 127.0.0.1 -- "$a" "$b"
   ex_wait_server
 }

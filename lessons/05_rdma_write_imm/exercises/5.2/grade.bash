@@ -4,11 +4,7 @@ HINT="client: skip the length check when opt.given('U'); both sides: poll_by_han
 
 # One server (-s 16) and one client (-U) run; $1 the program, $2 the TCP port, $3 the message.
 run_pair() {
-  ex_server "$1" -p "$2" --timeout 10 -s 16
-  ex_wait_line "$EX_SERVER_OUT" "waiting for a client" || {
-    ex_fail "the server (-s 16) to say 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
-    return 1
-  }
+  ex_serve "$1" -p "$2" --timeout 10 -s 16 || return 1
   ex_run "$1" -p "$2" --timeout 10 -U 127.0.0.1 "$3"
   ex_wait_server
 }

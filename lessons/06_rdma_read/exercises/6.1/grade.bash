@@ -10,11 +10,7 @@ grade() {
   local pattern="graded-$RANDOM"
   local expect=$pattern${text:${#pattern}}
   local got
-  ex_server "$1" -p "$EX_PORT" --timeout 10 --message "$text"
-  if ! ex_wait_line "$EX_SERVER_OUT" "waiting for a client"; then
-    ex_fail "the server to print 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
-    return
-  fi
+  ex_serve "$1" -p "$EX_PORT" --timeout 10 --message "$text" || return
   ex_run "$1" -p "$EX_PORT" --timeout 10 127.0.0.1 --write "$pattern"
   ex_wait_server
 

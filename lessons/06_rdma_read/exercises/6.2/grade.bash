@@ -8,11 +8,7 @@ HINT="with --past-end post sge.length = peer.length + 1; on the server, wb::quer
 run_pair() {
   local port=$1 text=$2 program=$3
   shift 3
-  ex_server "$program" -p "$port" --timeout 10 --message "$text"
-  if ! ex_wait_line "$EX_SERVER_OUT" "waiting for a client"; then
-    ex_fail "the server to print 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
-    return
-  fi
+  ex_serve "$program" -p "$port" --timeout 10 --message "$text" || return
   ex_run "$program" -p "$port" --timeout 10 127.0.0.1 "$@"
   ex_wait_server
 }

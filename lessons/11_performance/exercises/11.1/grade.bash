@@ -7,11 +7,7 @@ HINT="build k = min(batch, n - posted) WRs while posted + k - completed <= kDept
 run_pair() {
   local prog=$1 port=$2
   shift 2
-  ex_server "$prog" -p "$port" --timeout 20 "$@"
-  ex_wait_line "$EX_SERVER_OUT" "waiting for a client" || {
-    ex_fail "the server to say 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
-    return 1
-  }
+  ex_serve "$prog" -p "$port" --timeout 20 "$@" || return 1
   ex_run strace -f -c -e trace=write -o "$EX_TMP/strace" "$prog" -p "$port" --timeout 20 "$@" 127.0.0.1
   ex_wait_server
   writes=$(awk '$NF == "write" { print $4 }' "$EX_TMP/strace")

@@ -8,11 +8,7 @@ HINT="the window's rights are bind_info.mw_access_flags, set at each bind (the f
 run_pair() {
   local port=$1 program=$2
   shift 2
-  ex_server "$program" -p "$port" --timeout 10 "$@"
-  if ! ex_wait_line "$EX_SERVER_OUT" "waiting for a client"; then
-    ex_fail "the server to print 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
-    return 1
-  fi
+  ex_serve "$program" -p "$port" --timeout 10 "$@" || return 1
   ex_run "$program" -p "$port" --timeout 10 127.0.0.1
   ex_wait_server
 }

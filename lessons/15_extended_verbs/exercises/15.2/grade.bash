@@ -6,11 +6,7 @@ grade() {
   local a=$((RANDOM + 1)) b=$((RANDOM + 1)) has_ts=yes side file want
   # The truth: does the device keep completion timestamps? (ibv_devinfo -v)
   ex_rx ibv_devinfo -v -d "$EX_DEV" | grep -q "completion_timestamp_mask not supported" && has_ts=no
-  ex_server "$1" -T -p "$EX_PORT" --timeout 10
-  ex_wait_line "$EX_SERVER_OUT" "waiting for a client" || {
-    ex_fail "the server, run with -T, to say 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
-    return
-  }
+  ex_serve "$1" -T -p "$EX_PORT" --timeout 10 || return
   ex_run "$1" -T -p "$EX_PORT" --timeout 10 127.0.0.1 "$a" "$b"
   ex_wait_server
   ((EX_STATUS == 0 && EX_SERVER_STATUS == 0)) || {

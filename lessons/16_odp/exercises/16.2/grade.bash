@@ -5,11 +5,7 @@ HINT="IBV_ODP_SUPPORT_ATOMIC in the server's check, IBV_ACCESS_REMOTE_ATOMIC in 
 
 grade() {
   local got
-  ex_server "$1" -p "$EX_PORT" --timeout 20
-  if ! ex_wait_line "$EX_SERVER_OUT" "waiting for a client"; then
-    ex_fail "the server to print 'waiting for a client'" "$(ex_tail "$EX_SERVER_OUT")"
-    return
-  fi
+  ex_serve "$1" -p "$EX_PORT" --timeout 20 || return
   ex_run "$1" -p "$EX_PORT" --timeout 20 127.0.0.1
   ex_wait_server
   got=$(ex_line "$EX_OUT" '^client: fetch-and-add ' || ex_tail "$EX_OUT")
