@@ -129,6 +129,9 @@ up_guest() {
   guest_cpus >"$state/cpus" # for pair, which runs in a pair that is up only when they match
   rm -rf "$state"/{share,xfer,holders,ssh_config,known_hosts,id,id.pub,console.log,qemu.log,ssh.log,stopped,qemu.pid}
   mkdir -p "$state/share" "$state/xfer" "$state/holders"
+  # qemu's monitor, if asked for (up --pair's guest a), speaks on these.
+  rm -f "$state"/qmp.{in,out}
+  mkfifo "$state"/qmp.{in,out}
   chmod 1777 "$state/xfer"
   write_guest_files "$state/share" "$role" up "$netdev" "$addr" "$peer"
   printf 'XFER=%q\nIDLE=%q\nBUSYBOX=%q\n' "$state/xfer" "$idle" "$(command -v busybox)" >>"$state/share/$role.conf"
@@ -310,7 +313,7 @@ exec_in() {
   for name in ${LAB_ENV:-}; do
     [[ ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ || -z ${!name+set} ]] || words+=("$name=${!name}")
   done
-  words+=("$busybox" sh /run/lab/exec.sh "$secs" "$(guest_workdir "$state/xfer")" "$@")
+  words+=("$busybox" sh /run/lab/exec.sh "$busybox" "$secs" "$(guest_workdir "$state/xfer")" "$@")
   # The command line the guest's sh reads: each word in single quotes.
   local line=exec word
   for word in "${words[@]}"; do line+=" '${word//\'/\'\\\'\'}'"; done
@@ -349,7 +352,7 @@ why_down() {
     why=$(tr -d '\r' <"$state/console.log" | sed -n 's/^LAB_STOPPED: //p' | grep .); then
     echo "no lab is up (the last one stopped: $why); start one: scripts/lab.sh up"
   else
-    echo "the lab guest died (qemu ended: $(tail -n 1 "$state/qemu.log" 2>/dev/null)); scripts/lab.sh up starts a new one"
+    echo "the lab guest died (qemu ended without down or an idle stop); scripts/lab.sh up starts a new one"
     echo "---- last lines of its console ($state/console.log) ----"
     tail -n 15 "$state/console.log" | tr -d '\r'
     echo "----"

@@ -58,7 +58,7 @@ watch_ready() {
 # exec.sh keeps a file in /run/lab-exec while its command runs, so the
 # folder's mtime is the last start or end of one.
 idle_stop() {
-  while sleep 5; do
+  while /bin/busybox sleep 5; do # by path: CMD may pgrep -x sleep
     [ -z "$(ls /newroot/run/lab-exec)" ] || continue
     [ $(($(date +%s) - $(stat -c %Y /newroot/run/lab-exec))) -ge "$IDLE" ] || continue
     echo "LAB_STOPPED: idle for $IDLE s"
@@ -253,8 +253,12 @@ if [ "$MODE" = up ]; then
   # `lab.sh exec` is one session of that one connection. When it ends (down),
   # or after IDLE seconds with no command running, the guest powers off.
   modprobe virtio_console || die "cannot load virtio_console"
-  port=$(grep -lx lab.ssh /sys/class/virtio-ports/*/name 2>/dev/null | head -n 1)
-  [ -n "$port" ] || die "no virtio-serial port lab.ssh"
+  tries=0
+  until port=$(grep -lx lab.ssh /sys/class/virtio-ports/*/name 2>/dev/null); do
+    tries=$((tries + 1))
+    [ "$tries" -le 50 ] || die "no virtio-serial port lab.ssh"
+    sleep 0.1
+  done
   port=${port%/name}
   # root's ~/.ssh/authorized_keys (the host's /root, read-only, under a
   # tmpfs): the key of this lab's master alone.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# lab/guest_exec.sh SECS CWD CMD [ARGS...]: one `lab.sh exec` in the guest
+# lab/guest_exec.sh BUSYBOX SECS CWD CMD [ARGS...]: one `lab.sh exec` in the guest
 # of a lab that stays up (busybox sh, run by dropbear for an ssh session of
 # scripts/lab/cmd_up.sh; lab.sh copies it to the guest's /run/lab).
 #
@@ -9,9 +9,9 @@
 # line with a signal name passes it on to the group; its end (the host's
 # exec was killed) KILLs the group.
 
-secs=$1
-cd "$2" || exit 125
-shift 2
+busybox=$1 secs=$2
+cd "$3" || exit 125
+shift 3
 # While this file is there a command runs, and the lab is not idle
 # (guest.sh's idle_stop); its content says whether it timed out.
 mark=/run/lab-exec/$$
@@ -28,16 +28,18 @@ exec 3<&0 # an asynchronous list's stdin is /dev/null unless redirected
 host=$!
 (
   trap 'kill $sleeper; exit 0' TERM
-  sleep "$secs" &
+  # By its path: a process named sleep would be CMD's to find (pgrep -x).
+  "$busybox" sleep "$secs" &
   sleeper=$!
   wait $sleeper
   echo timeout >"$mark"
   kill -s TERM -- "-$pid"
-  sleep 3
+  "$busybox" sleep 3
   kill -s KILL -- "-$pid"
 ) 2>/dev/null &
 timer=$!
-wait $pid
+# 2>/dev/null: busybox sh would say "Terminated" when a signal ended CMD.
+wait $pid 2>/dev/null
 status=$?
 kill $host $timer 2>/dev/null
 [ ! -s "$mark" ] || status=124

@@ -89,12 +89,13 @@ qemu_base_args() {
 # window prctl(2) warns of: a parent that died before the death signal was
 # set.
 start_guest() {
+  local parent=$BASHPID # this shell's, read before the fork
   # shellcheck disable=SC2016 # expanded by that sh, whose $$ timeout becomes
   setpriv --pdeathsig KILL sh -c '[ "$PPID" = "$0" ] || exit 125
     secs=$1 no_orphan=$2
     shift 2
     exec timeout -k 5 "$secs" setpriv --pdeathsig KILL sh -c "$no_orphan" $$ qemu-system-x86_64 "$@"' \
-    "$BASHPID" "$1" "$NO_ORPHAN" "${@:2}" &
+    "$parent" "$1" "$NO_ORPHAN" "${@:2}" &
 }
 
 # NO_ORPHAN: run under setpriv --pdeathsig as `sh -c "$NO_ORPHAN" PPID CMD
