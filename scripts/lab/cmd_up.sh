@@ -69,6 +69,7 @@ is_up() {
   [[ -e $1/ssh_config ]] && lab_ssh "$1" -O check lab 2>/dev/null
 }
 
+# shellcheck disable=SC2120 # exec --up calls it with none
 # cmd_up [--pair]: one lab for this checkout, or with --pair two guests
 # joined by a cable (LAB_PAIR_DIR names their folder) for `lab.sh pair`.
 cmd_up() {
@@ -182,6 +183,7 @@ write_ssh_config() {
   shift
   {
     printf 'exec 2>>%q\n' "$state/qemu.log"
+    # shellcheck disable=SC2016 # $PPID is qemu.sh's: the master
     printf 'exec setpriv --pdeathsig KILL sh -c %q "$PPID"' "$NO_ORPHAN"
     printf ' %q' "$@"
     echo
@@ -330,7 +332,7 @@ exec_in() {
   while :; do
     status=0
     wait "$pid" || status=$?
-    ((status > 128)) && kill -0 "$pid" 2>/dev/null || break
+    if ((status <= 128)) || ! kill -0 "$pid" 2>/dev/null; then break; fi
   done
   if ((status == STATUS_TIMEOUT)); then
     echo "lab.sh: exec: $1 was still running after --timeout $secs s; killed in the guest" >&2
@@ -362,6 +364,7 @@ why_down() {
 # lab_status STATE: one line on the lab that is up in STATE.
 lab_status() {
   local running idle
+  # shellcheck disable=SC2016 # expanded by the guest's sh
   read -r running idle < <(lab_ssh "$1" lab 'set -- /run/lab-exec/*; [ -e "$1" ] || set --; echo $# $(($(date +%s) - $(stat -c %Y /run/lab-exec)))')
   echo "up since $(date -r "$1/qemu.pid" +%T) (qemu pid $(<"$1/qemu.pid")), ${running:-?} command(s) running, idle ${idle:-?} s of $(sed -n 's/^IDLE=//p' "$1"/share/?.conf) s before it stops by itself"
 }
@@ -428,7 +431,7 @@ down_one() {
   local pid i
   pid=$(cat "$state/qemu.pid" 2>/dev/null) || pid=""
   for ((i = 0; i < 100; i++)); do
-    [[ -n $pid ]] && grep -qF -- "$state/" "/proc/$pid/cmdline" 2>/dev/null || break
+    if [[ -z $pid ]] || ! grep -qF -- "$state/" "/proc/$pid/cmdline" 2>/dev/null; then break; fi
     sleep 0.1
   done
   rm -f "$state/qemu.pid"

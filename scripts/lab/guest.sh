@@ -262,18 +262,21 @@ if [ "$MODE" = up ]; then
   port=${port%/name}
   # root's ~/.ssh/authorized_keys (the host's /root, read-only, under a
   # tmpfs): the key of this lab's master alone.
-  writable root 700 && mkdir -p -m 700 /newroot/root/.ssh &&
-    cp /lab/authorized_keys /newroot/root/.ssh/authorized_keys ||
+  if ! writable root 700 || ! mkdir -p /newroot/root/.ssh || ! chmod 700 /newroot/root/.ssh ||
+    ! cp /lab/authorized_keys /newroot/root/.ssh/authorized_keys; then
     die "cannot give root the lab's authorized_keys"
+  fi
   # dropbear runs a command with root's shell, the host's; bash would read
   # the host's ~/.bashrc for an ssh command (seconds under TCG). In the
   # guest root's shell is busybox sh (static: the fastest start), through
   # a link named sh (busybox runs the applet its name says).
-  mkdir -p /newroot/run/lab-bin && ln -s "$BUSYBOX" /newroot/run/lab-bin/sh &&
-    sed 's|^\(root:[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:\).*|\1/run/lab-bin/sh|' /newroot/etc/passwd >/overlay/passwd &&
-    { cat /newroot/etc/shells && echo /run/lab-bin/sh; } >/overlay/shells &&
-    mount -o bind /overlay/passwd /newroot/etc/passwd &&
-    mount -o bind /overlay/shells /newroot/etc/shells || die "cannot give root the shell busybox sh"
+  mkdir -p /newroot/run/lab-bin
+  ln -s "$BUSYBOX" /newroot/run/lab-bin/sh
+  sed 's|^\(root:[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:\).*|\1/run/lab-bin/sh|' /newroot/etc/passwd >/overlay/passwd
+  { cat /newroot/etc/shells && echo /run/lab-bin/sh; } >/overlay/shells
+  if ! mount -o bind /overlay/passwd /newroot/etc/passwd || ! mount -o bind /overlay/shells /newroot/etc/shells; then
+    die "cannot give root the shell busybox sh"
+  fi
   mkdir -p /newroot/run/lab-exec
   idle_stop &
   # dropbear wants a socket: it listens on the guest's own loopback, and
