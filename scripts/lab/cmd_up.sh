@@ -128,7 +128,7 @@ up_guest() {
   # Which kernel this lab boots, "SUITE VERSION", for status and up.
   echo "$(lab_suite) $(kernel_version "$kernel")" >"$state/kernel"
   guest_cpus >"$state/cpus" # for pair, which runs in a pair that is up only when they match
-  rm -rf "$state"/{share,xfer,holders,ssh_config,known_hosts,id,id.pub,console.log,qemu.log,ssh.log,stopped,qemu.pid}
+  rm -rf "$state"/{share,xfer,holders,ssh_config,ssh.sock,known_hosts,id,id.pub,console.log,qemu.log,ssh.log,stopped,qemu.pid}
   mkdir -p "$state/share" "$state/xfer" "$state/holders"
   # qemu's monitor, if asked for (up --pair's guest a), speaks on these.
   rm -f "$state"/qmp.{in,out}
@@ -201,7 +201,7 @@ Host lab
   BatchMode yes
   LogLevel ERROR
   # Only the master reaches the guest (its own ProxyCommand): never the network.
-  ProxyCommand exit 1
+  ProxyCommand false
 EOF
 }
 
