@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # lab.sh: the workbook's Soft-RoCE lab, for hosts whose kernel has no RDMA.
-#
-# Boots a throw-away qemu guest running Debian's stock kernel (which has
-# rdma_rxe), with the host's root shared read-only over 9p, so that lessons
-# and tests built on the host run unchanged inside, against a real rxe0.
-# See docs/lab.md.
+# A throw-away qemu guest boots Debian's stock kernel (which has rdma_rxe)
+# with the host's root shared read-only, so that what you built here runs
+# there unchanged against a real rxe0 (192.0.2.1/24 on dummy0). docs/lab.md.
 #
 # Usage:
 #   scripts/lab.sh run [--timeout SECS] -- CMD [ARGS...]
@@ -12,90 +10,54 @@
 #   scripts/lab.sh pair [--pcap FILE] [--timeout SECS] [--ready TEXT] --a 'CMD' --b 'CMD'
 #                       (and [--netem-a SPEC] [--netem-b SPEC]: a lossy cable)
 #   scripts/lab.sh fetch
-#   scripts/lab.sh up [--pair]
+#   scripts/lab.sh up [--pair] | status [--pair] | down [--pair] | xfer
 #   scripts/lab.sh exec [--timeout SECS] [--up] [--guest a|b] -- CMD [ARGS...]
-#   scripts/lab.sh status [--pair]
-#   scripts/lab.sh down [--pair]
-#   scripts/lab.sh xfer
-#   scripts/lab.sh -h
 #
-#   run    boot a guest (no NIC; rxe0 on dummy0 = 192.0.2.1/24), run CMD there
-#          with cwd = the current folder if inside the checkout, else the
-#          checkout's top; stream its stdout/stderr; exit with its status.
-#          Default timeout 600 s.
-#   shell  the same guest with an interactive bash on this terminal
-#          (exit or Ctrl-D powers it off; Ctrl-A X kills it).
-#   pair   two guests, a (192.0.2.1) and b (192.0.2.2), joined by a virtual
-#          cable, rxe0 on eth0 in each; b starts its command once a has
-#          started its own, or with --ready TEXT once a has printed a line
-#          containing TEXT (its server listens). Output lines are prefixed
-#          "[a] " / "[b] ".
-#          --pcap FILE writes every frame on the cable to FILE.
-#          --netem-a SPEC (or LAB_NETEM_A; --netem-b, LAB_NETEM_B for b)
-#          impairs a's egress on the cable for the run: tc qdisc replace dev
-#          eth0 root netem SPEC in the guest, e.g. 'loss 1%', 'delay 10ms
-#          reorder 25%' (tc-netem(8)); removed when the command ends.
+#   run    boot a guest, run CMD in it (cwd: this folder if inside the
+#          checkout, else its top), stream its stdout and stderr, exit with
+#          its status. Default timeout 600 s.
+#   shell  the same guest, an interactive bash here (exit powers it off).
+#   pair   two guests, a (192.0.2.1) and b (192.0.2.2), on one cable, each
+#          running its command; b starts once a has, or once a printed a
+#          line containing --ready TEXT. Lines are prefixed "[a] ", "[b] ".
+#          --pcap FILE: every frame on the cable.
+#          --netem-a SPEC (or LAB_NETEM_A; --netem-b, LAB_NETEM_B for b):
+#          tc qdisc replace dev eth0 root netem SPEC in the guest for the
+#          run (tc-netem(8)), e.g. 'loss 1%'.
 #          Exit status: a's if non-zero, else b's. Default timeout 600 s.
-#   fetch  download and unpack the kernel, build the initramfs (run, shell
-#          and pair do this on demand). Cache:
-#          ${XDG_CACHE_HOME:-$HOME/.cache}/rdma-workbook/lab/
-#   up     boot a guest that stays up (rxe0 on dummy0 = 192.0.2.1/24, as run's)
-#          and return once it is ready; one per checkout. Already up: says
-#          so and succeeds. It stops by itself after LAB_IDLE seconds with
-#          no command running (default 1800), or with down.
-#   exec   run CMD in the lab that is up, with cwd as for run; its stdout and
-#          stderr kept apart, its exit status passed through; several at
-#          once (a server in the background and its client). A signal to
-#          exec reaches CMD. Default timeout 600 s: then CMD is killed in
-#          the guest and exec exits 124. --up: with no lab up, bring one up
-#          for CMD alone and take it down after. Exit 125 when no lab is up
-#          or the guest died (it says which).
-#   status say whether a lab is up (exit 0) or not (exit 3), and why not.
-#   down   stop the lab; no qemu process is left. Nothing up: succeeds.
-#   --pair with up, status, down: the two guests of pair, staying up, in
-#          the folder LAB_PAIR_DIR names; exec --guest a|b runs in one of
-#          them, and pair runs its commands there (no boot) while they are up
-#          (when LAB_KERNEL and LAB_CPUS, if set, match them).
-#   xfer   print the folder the lab's guest may write, seen at the same path
-#          on both sides (tests/run.sh puts Bats' TMPDIR there).
+#   fetch  download the kernel and build the initramfs (the others do it
+#          when needed) into ${XDG_CACHE_HOME:-~/.cache}/rdma-workbook/lab/.
+#   up     boot a guest that stays up (one per checkout), return when it is
+#          ready. It stops with down, or after LAB_IDLE s unused. down stops
+#          it once every script that ran up has run down or ended.
+#   exec   run CMD in it (cwd as for run), stdout and stderr apart, its
+#          status passed through; a signal to exec reaches CMD. Default
+#          timeout 600 s, then 124. --up: bring a lab up for CMD alone.
+#          125: no lab is up, or it died.
+#   --pair two guests that stay up, in LAB_PAIR_DIR; exec --guest a|b runs
+#          in one; pair runs there while they are up.
+#   status exit 0 if up, 3 if not, saying why. xfer: the folder the guest
+#          may write, at the same path on both sides.
 #
-# Inside the guest: LAB=1, PATH, TERM, HOME=/tmp/home (a tmpfs), and in pair
-# mode LAB_ROLE (a|b), LAB_ADDR and LAB_PEER_ADDR; plus every variable named
-# in LAB_ENV (space-separated names), e.g. LAB_ENV="BATS_LIB_PATH CFLAGS".
-#
+# In the guest: LAB=1, PATH, TERM, HOME=/tmp/home, in pair mode LAB_ROLE,
+# LAB_ADDR and LAB_PEER_ADDR, and the variables LAB_ENV names.
 # LAB_KERNEL=bookworm|trixie|trixie-backports: the guest's Debian kernel,
-# for every command (default: the host's own suite; bookworm where the host
-# is none of these). Each is fetched once (a suite other than the host's
-# through apt lists of its own in the cache) and works offline after.
-# Last fetched: bookworm 6.1.0-57, trixie 6.12.118, trixie-backports 7.3.4.
-# A lab that is up keeps its kernel: up or exec with another LAB_KERNEL
-# refuses (exit 2) until down.
-#
-# Environment: LAB_CPUS sets the guest's vCPUs (default 2 for up, capped
-# at this host's cores, 1 for run, shell and pair); LAB_IDLE (seconds) the
-# idle stop of up; LAB_UP_DIR the folder of the lab that stays up (default:
-# one per checkout in the cache). LAB_ACCEL=tcg|kvm forces the accelerator (default: kvm only if
-# a probe boot shows it works here, remembered in the cache). LAB_KEEP=1
-# keeps the per-run folder (console log) in $TMPDIR. LAB_KERNEL_ARGS adds to
-# the guest kernel's command line (e.g. loglevel=7 to watch it boot).
-# LAB_CPUS=N gives each guest N vCPUs, 1 to this host's cores (default 1:
-# the fastest boot); lesson 11's runs take 2, so that a busy poller does not
-# hold the only vCPU that rxe's work and its peer need (docs/lab.md).
+#   default the host's suite, else bookworm (an up lab keeps its own).
+# LAB_CPUS: vCPUs, 1 to this host's cores (default 2 for up, else 1).
+# LAB_IDLE: seconds an up lab waits unused before it stops (1800).
+# LAB_UP_DIR: the up lab's folder (default one per checkout in the cache).
+# LAB_ACCEL=tcg|kvm (default: kvm if a probe boot works, remembered).
+# LAB_KEEP=1 keeps run's folder (console log); LAB_KERNEL_ARGS adds to the
+#   guest kernel's command line.
 #
 # Exit status: CMD's own; 2 misuse; 124 timeout; 125 the lab itself failed.
 
-# The parts, one job each, sourced below from scripts/lab/:
-#   apt.sh        which Debian kernel, and its download
-#   kernel.sh     the cached kernel: unpack once, boot it uncompressed
-#   initramfs.sh  the guest's initramfs: busybox, modules, a tiny /init
-#   accel.sh      KVM or TCG
-#   qemu.sh       qemu's command line, a guest's start, its exit status
-#   rundir.sh     the per-run folder and the files the guest reads there
-#   cmd_run.sh, cmd_shell.sh, cmd_pair.sh, cmd_fetch.sh, cmd_up.sh (up,
-#                 exec, status, down, xfer): the subcommands
-#   agent.py      up's supervisor and exec's client (qemu's guest agent)
-# They pass values as arguments and on stdout; the only globals are the
-# constants set here.
+# The parts, one job each, in scripts/lab/: apt.sh (which kernel),
+# kernel.sh (the cached kernel), initramfs.sh, accel.sh (KVM or TCG),
+# qemu.sh (qemu's command line), rundir.sh (the files the guest reads),
+# cmd_*.sh (the commands); guest.sh is the guest's PID 1, guest_exec.sh
+# runs an exec there. They pass values as arguments and on stdout; the only
+# globals are constants.
 
 set -euo pipefail
 # The parts hand values back on stdout, through $(...): keep -e in there.

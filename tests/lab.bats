@@ -201,12 +201,14 @@ stub() {
 @test "a lab.sh run killed by SIGKILL takes its guest with it, long before its --timeout" {
   "$CLONE/scripts/lab.sh" run --timeout 300 -- sleep 300 >/dev/null 2>&1 3>&- &
   local lab=$! watcher="" qemu="" i
-  # Its children: timeout, and under it qemu.
+  # Its children: timeout, and under it qemu, once it is qemu: by its
+  # name (comm, 15 characters), not its arguments, which timeout's child has
+  # before it has set its death signal and become qemu.
   # Up to 120 s to start: the lab's cache is shared, and a loaded host slow.
   for ((i = 0; i < 1200; i++)); do
     sleep 0.1
     watcher=$(pgrep -P "$lab" -x timeout) || continue
-    qemu=$(pgrep -P "$watcher" -f qemu-system-x86_64) && break
+    qemu=$(pgrep -P "$watcher" -x qemu-system-x86) && break
   done
   [[ -n $qemu ]] || fail "no qemu under lab.sh run (pid $lab) after 120 s"
   kill -KILL "$lab"

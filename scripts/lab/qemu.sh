@@ -85,10 +85,24 @@ qemu_base_args() {
 # The caller redirects the fds. qemu has no option to end with its parent,
 # so setpriv --pdeathsig (util-linux) asks the kernel for it: timeout dies
 # with lab.sh and qemu with timeout, even when lab.sh is killed by SIGKILL
-# and can run no trap (else qemu ran on until SECS).
+# and can run no trap (else qemu ran on until SECS). NO_ORPHAN closes the
+# window prctl(2) warns of: a parent that died before the death signal was
+# set.
 start_guest() {
-  setpriv --pdeathsig KILL timeout -k 5 "$1" setpriv --pdeathsig KILL qemu-system-x86_64 "${@:2}" &
+  local parent=$BASHPID # this shell's, read before the fork
+  # shellcheck disable=SC2016 # expanded by that sh, whose $$ timeout becomes
+  setpriv --pdeathsig KILL sh -c '[ "$PPID" = "$0" ] || exit 125
+    secs=$1 no_orphan=$2
+    shift 2
+    exec timeout -k 5 "$secs" setpriv --pdeathsig KILL sh -c "$no_orphan" $$ qemu-system-x86_64 "$@"' \
+    "$parent" "$1" "$NO_ORPHAN" "${@:2}" &
 }
+
+# NO_ORPHAN: run under setpriv --pdeathsig as `sh -c "$NO_ORPHAN" PPID CMD
+# ARGS...`, it runs CMD only if its parent is still PPID now that its death
+# signal is set; had PPID died first, CMD would be an orphan nothing ends.
+# shellcheck disable=SC2016 # expanded by that sh
+readonly NO_ORPHAN='[ "$PPID" = "$0" ] || exit 125; exec "$@"'
 
 # guest_result LOG QEMU_STATUS SECS [ROLE QEMU_LOG]: print the guest's exit
 # status, read from its console LOG. A guest that gave none ends 124 if it
