@@ -96,6 +96,11 @@ fi
 
 lanes_only=""
 [[ ${1:-} == --lanes ]] && lanes_only=1 && shift
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  # This file's header: the usage, the tags and the lanes.
+  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 suites=("$@")
 [[ ${#suites[@]} -gt 0 ]] || suites=(tests/*.bats)
 native=""
