@@ -43,6 +43,7 @@ shots='
 17:loss infiniband.aeth.syndrome.opcode == 3 && frame.time_relative > 0.09
 18      infiniband.bth.opcode == 100
 19      infiniband.bth.opcode == 11
+20      infiniband.bth.opcode == 11
 '
 # What the packet list shows: the RoCE packets and the TCP segments with data.
 view='infiniband || tcp.len > 0'

@@ -19,8 +19,17 @@
 //   hostile_peer lesson13-oversized HOST PORT
 //       a lesson-13 client that sends, after GO, one SEND of 128 bytes: twice
 //       the server's receive buffers.
+//   hostile_peer lesson20-stall HOST PORT
+//       a lesson-20 client that registers a ring of 4 slots but posts no
+//       receive for the responses' immediates, then sends one GET: it
+//       stops taking responses from the first.
+//   hostile_peer lesson20-bad-slot HOST PORT
+//       a lesson-20 client with a ring of 4 slots whose one GET names slot 99.
+//   hostile_peer lesson20-greedy HOST PORT
+//       a lesson-20 client with a ring of 4 slots (so 4 credits at most, and
+//       1 before its first response) that sends 16 GETs in one post list.
 //
-// The lesson-11 and lesson-13 clients then keep their TCP connection open until the server
+// The lesson-11, lesson-13 and lesson-20 clients then keep their TCP connection open until the server
 // closes it (at most 30 s), so that the server alone decides what happens;
 // the lesson-14 clients close theirs after their last step.
 // Each mode prints "hostile_peer: ..." lines on stdout, one per step.
@@ -222,6 +231,71 @@ int lesson11_more(const std::string& host, uint16_t port, int count) {
     return 0;
 }
 
+
+// Lesson 20's wire (lessons/20_rpc/lesson20.cpp): a request is 60 bytes, op,
+// key_len, value_len, 0, slot (16 bits), 0 (16 bits), seq (32 bits), key[16],
+// value[32], big-endian; the ring is 64-byte slots offered in the exchange.
+// `receives` ring receives are posted; `count` GETs go in one post list, GET
+// k (from 0) naming slot `slot` + k % 4: a ring of 4 slots gets 4 credits at
+// most, and 1 before its first response.
+int lesson20(const std::string& host, uint16_t port, uint32_t receives, uint32_t count, uint16_t slot) {
+    constexpr uint32_t kSlots = 4, kSlotBytes = 64, kMax = 16;
+    wb::Context ctx = wb::open_device("");
+    const wb::PortAddress addr = wb::choose_address(ctx.get(), 1, -1);
+    wb::ProtectionDomain pd{CHECK_PTR(ibv_alloc_pd(ctx.get()))};
+    wb::CompletionQueue cq{CHECK_PTR(ibv_create_cq(ctx.get(), 2 * kMax, nullptr, nullptr, 0))};
+    ibv_qp_init_attr attr = {
+        .send_cq = cq.get(),
+        .recv_cq = cq.get(),
+        .cap = {.max_send_wr = kMax, .max_recv_wr = kMax, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+    wb::QueuePair qp{CHECK_PTR(ibv_create_qp(pd.get(), &attr))};
+    wb::Buffer ring = wb::alloc_buffer(kSlots * kSlotBytes);
+    wb::MemoryRegion ring_mr{CHECK_PTR(ibv_reg_mr(pd.get(), ring.get(), kSlots * kSlotBytes,
+                                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE))};
+    wb::Buffer req = wb::alloc_buffer(kMax * kSlotBytes);
+    wb::MemoryRegion req_mr{CHECK_PTR(ibv_reg_mr(pd.get(), req.get(), kMax * kSlotBytes, 0))};
+    wb::qp_to_init(qp.get(), addr, IBV_ACCESS_REMOTE_WRITE);
+    for (uint32_t i = 0; i < receives; ++i) {
+        ibv_recv_wr rwr = {.wr_id = 0, .next = nullptr, .sg_list = nullptr, .num_sge = 0};
+        ibv_recv_wr* bad = nullptr;
+        CHECK_RC(ibv_post_recv(qp.get(), &rwr, &bad));
+    }
+    wb::Connection conn = wb::connect_to(host, port, kTimeout);
+    const uint32_t psn = wb::random_psn();
+    wb::PeerInfo me = wb::local_info(20, qp.get(), psn, addr);
+    me.addr = reinterpret_cast<uintptr_t>(ring.get());
+    me.length = kSlots * kSlotBytes;
+    me.rkey = ring_mr->rkey;
+    const wb::PeerInfo peer = wb::exchange(conn, me, kTimeout);
+    wb::qp_to_rtr(qp.get(), addr, peer);
+    wb::qp_to_rts(qp.get(), psn);
+    std::printf("hostile_peer: connected as a lesson-20 client: QP 0x%x <-> 0x%x, ring of %u slots, %u receives posted\n",
+                qp->qp_num, peer.qp_num, kSlots, receives);
+    ibv_sge sges[kMax];
+    ibv_send_wr wrs[kMax];
+    const char key[] = "hostile";
+    for (uint32_t k = 0; k < count; ++k) {
+        auto* q = reinterpret_cast<uint8_t*>(req.get()) + k * kSlotBytes;
+        q[0] = 'G';
+        q[1] = sizeof key - 1;
+        const uint16_t be_slot = htons(static_cast<uint16_t>(slot + k % kSlots));
+        const uint32_t be_seq = htonl(k + 1);
+        std::memcpy(q + 4, &be_slot, 2);
+        std::memcpy(q + 8, &be_seq, 4);
+        std::memcpy(q + 12, key, sizeof key - 1);
+        sges[k] = {.addr = reinterpret_cast<uintptr_t>(q), .length = 60, .lkey = req_mr->lkey};
+        wrs[k] = {.wr_id = k, .next = k + 1 < count ? &wrs[k + 1] : nullptr, .sg_list = &sges[k], .num_sge = 1,
+                  .opcode = IBV_WR_SEND, .send_flags = k + 1 < count ? 0u : unsigned{IBV_SEND_SIGNALED}};
+    }
+    std::printf("hostile_peer: %u GET%s in one post list, the first naming slot %u\n", count, count == 1 ? "" : "s", slot);
+    wrs[count - 1].next = nullptr;
+    post_and_wait(qp.get(), cq.get(), wrs[0]);
+    hold(conn);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -235,8 +309,14 @@ int main(int argc, char** argv) {
         return lesson11_more(argv[2], static_cast<uint16_t>(std::atoi(argv[3])), std::atoi(argv[4]));
     if (argc == 4 && mode == "lesson13-oversized")
         return lesson13_oversized(argv[2], static_cast<uint16_t>(std::atoi(argv[3])));
+    if (argc == 4 && mode == "lesson20-stall") return lesson20(argv[2], static_cast<uint16_t>(std::atoi(argv[3])), 0, 1, 0);
+    if (argc == 4 && mode == "lesson20-bad-slot")
+        return lesson20(argv[2], static_cast<uint16_t>(std::atoi(argv[3])), 1, 1, 99);
+    if (argc == 4 && mode == "lesson20-greedy")
+        return lesson20(argv[2], static_cast<uint16_t>(std::atoi(argv[3])), 16, 16, 0);
     std::fprintf(stderr, "usage: hostile_peer lesson14-overrun HOST PORT | "
                          "lesson14-mr-rkey HOST PORT RKEY | lesson13-oversized HOST PORT | "
+                         "lesson20-stall HOST PORT | lesson20-bad-slot HOST PORT | lesson20-greedy HOST PORT | "
                          "lesson11-more HOST PORT COUNT\n");
     return 2;
 }
