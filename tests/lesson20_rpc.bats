@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# runs-on: rxe
+# bats file_tags=rxe
 #
 # Lesson 20: a key-value service over RC for many clients: requests by SEND
 # into one SRQ, responses by RDMA WRITE with immediate into each client's
