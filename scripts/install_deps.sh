@@ -25,7 +25,7 @@ packages=(
   qemu-system-x86 busybox-static cpio     # the Soft-RoCE lab (scripts/lab.sh)
   xz-utils zstd                           # the lab unpacks Debian 12 (xz) and 13 (zstd) kernels
   python3-pyverbs                         # make lab-selftest: rdma-core's own tests (pyverbs)
-  openssh-client dropbear-bin python3     # the lab that stays up: lab.sh up/exec (ssh to dropbear in the guest; dropbear-bin has no service)
+  qemu-guest-agent python3                # the lab that stays up: lab.sh up/exec (scripts/lab/agent.py)
   tshark                                  # decoding captures (make capture)
   iperf3                                  # lesson 17: TCP beside RDMA over a lossy cable (scripts/maintainers/lossy_sweep.sh)
   man-db                                  # `man ibv_post_send`
@@ -77,6 +77,15 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "install_deps.sh: installing ${missing[*]}"
+# qemu-guest-agent is for the lab's guests, which run it from this host's
+# root; Debian's package would also start it on this host when this host is
+# itself a VM with an agent channel, handing the hypervisor a way in that
+# nobody asked for. There, it is masked before it is installed, and we say so.
+if [[ " ${missing[*]} " == *" qemu-guest-agent "* && -e /dev/virtio-ports/org.qemu.guest_agent.0 ]] &&
+  command -v systemctl >/dev/null 2>&1; then
+  echo "install_deps.sh: qemu-guest-agent is for the lab's guests; this host is a VM with an agent channel, so its own agent is masked (not started here): undo with sudo systemctl unmask qemu-guest-agent"
+  "${sudo[@]}" systemctl mask qemu-guest-agent.service >/dev/null
+fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 # --no-install-recommends keeps qemu from pulling in a desktop.

@@ -28,8 +28,8 @@
 #   fetch  download the kernel and build the initramfs (the others do it
 #          when needed) into ${XDG_CACHE_HOME:-~/.cache}/rdma-workbook/lab/.
 #   up     boot a guest that stays up (one per checkout), return when it is
-#          ready. It stops with down, or after LAB_IDLE s unused. down stops
-#          it once every script that ran up has run down or ended.
+#          ready. It stops with down (whoever runs it), or after LAB_IDLE s
+#          unused.
 #   exec   run CMD in it (cwd as for run), stdout and stderr apart, its
 #          status passed through; a signal to exec reaches CMD. Default
 #          timeout 600 s, then 124. --up: bring a lab up for CMD alone.
@@ -52,12 +52,18 @@
 #
 # Exit status: CMD's own; 2 misuse; 124 timeout; 125 the lab itself failed.
 
-# The parts, one job each, in scripts/lab/: apt.sh (which kernel),
-# kernel.sh (the cached kernel), initramfs.sh, accel.sh (KVM or TCG),
-# qemu.sh (qemu's command line), rundir.sh (the files the guest reads),
-# cmd_*.sh (the commands); guest.sh is the guest's PID 1, guest_exec.sh
-# runs an exec there. They pass values as arguments and on stdout; the only
-# globals are constants.
+# The parts, one job each, sourced below from scripts/lab/:
+#   apt.sh        which Debian kernel, and its download
+#   kernel.sh     the cached kernel: unpack once, boot it uncompressed
+#   initramfs.sh  the guest's initramfs: busybox, modules, a tiny /init
+#   accel.sh      KVM or TCG
+#   qemu.sh       qemu's command line, a guest's start, its exit status
+#   rundir.sh     the per-run folder and the files the guest reads there
+#   cmd_run.sh, cmd_shell.sh, cmd_pair.sh, cmd_fetch.sh, cmd_up.sh (up,
+#                 exec, status, down, xfer): the subcommands
+#   agent.py      up's supervisor and exec's client (qemu's guest agent)
+# They pass values as arguments and on stdout; the only globals are the
+# constants set here.
 
 set -euo pipefail
 # The parts hand values back on stdout, through $(...): keep -e in there.

@@ -39,17 +39,21 @@ alive() {
   [[ $state != Z* ]]
 }
 
-@test "down on a lab never up signals nothing, not even a process whose PID a stale qemu.pid or holder names" {
+@test "down on a lab never up signals nothing, not even a process whose PID a stale agent.pid names" {
   export LAB_UP_DIR="$BATS_TEST_TMPDIR/up"
-  mkdir -m 700 "$LAB_UP_DIR" "$LAB_UP_DIR/holders"
+  mkdir -m 700 "$LAB_UP_DIR"
   start_decoy
+  echo "$DECOY" >"$LAB_UP_DIR/agent.pid"
   echo "$DECOY" >"$LAB_UP_DIR/qemu.pid"
-  echo 1 >"$LAB_UP_DIR/holders/$DECOY"
   run -0 scripts/lab.sh down
   assert_output "lab.sh: no lab was up"
   alive "$DECOY" || fail "down signalled the decoy (pid $DECOY)"
+  # agent.pid as the supervisor writes it, PID and start time: the decoy's
+  # PID, but not its start time.
+  echo "$DECOY 1" >"$LAB_UP_DIR/agent.pid"
   run -0 scripts/lab.sh down
   alive "$DECOY" || fail "a second down signalled the decoy (pid $DECOY)"
+  [[ ! -e $LAB_UP_DIR/agent.pid ]] || fail "down left the stale agent.pid"
 }
 
 @test "down on a lab folder that does not exist creates nothing and signals nothing" {

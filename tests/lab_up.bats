@@ -147,36 +147,6 @@ exec_printing() {
   assert_equal "$stderr" "lab.sh: --timeout needs a number of seconds, not '0'; see scripts/lab.sh -h"
 }
 
-@test "a symlink the guest makes in xfer/ is a plain file on the host, so a host writer follows nothing" {
-  local xfer victim="$BATS_TEST_TMPDIR/victim"
-  xfer=$(scripts/lab.sh xfer)
-  echo precious >"$victim"
-  run -0 scripts/lab.sh exec -- ln -s "$victim" "$xfer/planted"
-  # The guest sees its symlink; the host a plain file (qemu's mapped-file).
-  run -0 scripts/lab.sh exec -- test -L "$xfer/planted"
-  [[ -f $xfer/planted && ! -L $xfer/planted ]] || fail "the guest's symlink is a symlink on the host: $(ls -l "$xfer/planted")"
-  echo "written by the host" >"$xfer/planted"
-  assert_equal "$(cat "$victim")" precious
-  rm -f "$xfer/planted"
-}
-
-@test "down leaves the lab up while another script that ran up holds it; the last holder's down stops it" {
-  # Another user of the lab: a script that ran up (on a lab already up,
-  # which holds it too) and still runs.
-  bash -c 'scripts/lab.sh up 2>/dev/null; exec sleep 600' 3>&- &
-  local holder=$!
-  for _ in {1..100}; do
-    [[ -e $LAB_UP_DIR/holders/$holder ]] && break
-    sleep 0.1
-  done
-  run -0 --separate-stderr scripts/lab.sh down
-  assert_equal "$stderr" "lab.sh: left up: still held by PID $holder (each ran scripts/lab.sh up); it stops when the last one runs down, or after LAB_IDLE s unused"
-  run -0 scripts/lab.sh exec -- true
-  kill "$holder"
-  wait "$holder" || true
-  # The holder is gone: the next down (the test below) stops the lab.
-}
-
 @test "down stops the guest and leaves no qemu process; exec then says no lab is up" {
   [[ -n $(our_qemus) ]] || fail "no qemu for $LAB_UP_DIR before down"
   run -0 scripts/lab.sh down
@@ -185,15 +155,15 @@ exec_printing() {
   assert_output --partial "no lab is up"
   run -125 --separate-stderr scripts/lab.sh exec -- true
   assert_equal "$stderr" "lab.sh: exec: no lab is up (the last one stopped: lab.sh down); start one: scripts/lab.sh up"
-  [[ ! -e $LAB_UP_DIR/qemu.pid ]] || fail "down left qemu.pid: $(cat "$LAB_UP_DIR/qemu.pid")"
+  [[ ! -e $LAB_UP_DIR/agent.pid ]] || fail "down left agent.pid: $(cat "$LAB_UP_DIR/agent.pid")"
   # A second down signals nothing, even a process of ours whose PID
-  # stands where qemu's was (a PID the kernel reused).
+  # stands where the supervisor's was (a PID the kernel reused).
   local decoy
   decoy=$(
     sleep 600 >/dev/null 2>&1 3>&- &
     echo $!
   )
-  echo "$decoy" >"$LAB_UP_DIR/qemu.pid"
+  echo "$decoy" >"$LAB_UP_DIR/agent.pid"
   run -0 scripts/lab.sh down
   local state
   state=$(ps -o stat= -p "$decoy") || fail "the second down killed the decoy (pid $decoy)"
@@ -230,8 +200,8 @@ exec_printing() {
   [[ ${#lines[@]} -gt 0 ]] || fail "no RoCE packet in the capture"
   # A capture killed mid-run leaves its filter on a's NIC; the next --pcap
   # still captures.
-  echo "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$BATS_TEST_TMPDIR/killed.pcap\"}}" \
-    >"$LAB_PAIR_DIR/a/qmp.in"
+  /usr/bin/python3 -I -S scripts/lab/agent.py qmp "$LAB_PAIR_DIR/a/qmp.sock" \
+    "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$BATS_TEST_TMPDIR/killed.pcap\"}}"
   # shellcheck disable=SC2016 # expanded in the guest
   run -0 scripts/lab.sh pair --timeout 60 --pcap "$BATS_TEST_TMPDIR/again.pcap" --a true \
     --b 'echo hi 2>/dev/null >"/dev/tcp/$LAB_PEER_ADDR/9" || true'
@@ -254,7 +224,7 @@ exec_printing() {
   SECONDS=0
   run -125 --separate-stderr scripts/lab.sh exec -- true
   ((SECONDS < 10)) || fail "exec took $SECONDS s"
-  [[ ${stderr_lines[0]} == "lab.sh: exec: the lab guest died (qemu ended without down or an idle stop); scripts/lab.sh up starts a new one" ]] ||
+  [[ ${stderr_lines[0]} == "lab.sh: exec: the lab guest died (qemu ended (status -9)); scripts/lab.sh up starts a new one" ]] ||
     fail "not the dead-guest message: $stderr"
   run -3 scripts/lab.sh status
 }

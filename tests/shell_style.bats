@@ -43,7 +43,7 @@ shell_files() {
 @test "the style check covers the scripts, the CI entry point, the test runner, the helpers, the graders and the Bats files" {
   run -0 shell_files
   assert_line scripts/lab.sh
-  assert_line scripts/lab/guest.sh
+  assert_line scripts/lab_guest.sh
   assert_line scripts/setup_rxe.sh
   assert_line .ci/run
   assert_line tests/run.sh

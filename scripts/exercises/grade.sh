@@ -114,12 +114,17 @@ if ((${#runnable[@]})); then
   else
     echo "grade: this host has no RDMA device; grading in the Soft-RoCE lab (scripts/lab.sh)"
     # The graders run here; each program they start runs in the lab that is
-    # up (scripts/exercises/grade_lib.bash), held for this grading (up), or one
-    # brought up for it, with one vCPU: a second one opens a race between a
-    # completion and the QP state it reports (exercise 5.2). down stops it
-    # only if no one else holds it.
-    LAB_DEFAULT_CPUS=1 scripts/lab.sh up || exit 1
-    trap 'scripts/lab.sh down' EXIT
+    # up (scripts/exercises/grade_lib.bash), or in one brought up for this grading
+    # and stopped after it. That one has one vCPU: a second one opens a
+    # race between a completion and the QP state it reports (exercise 5.2).
+    brought=
+    if ! scripts/lab.sh status >/dev/null 2>&1; then
+      LAB_DEFAULT_CPUS=1 scripts/lab.sh up || exit 1
+      brought=1
+    fi
+    # shellcheck disable=SC2317 # run by the trap
+    lab_down() { [[ -z $brought ]] || scripts/lab.sh down; }
+    trap lab_down EXIT
     xfer=$(scripts/lab.sh xfer) || exit 1
     dev=$(scripts/lab.sh exec -- ibv_devices | awk 'NR > 2 { print $1; exit }')
     GRADE_LAB=1 GRADE_TMP=$xfer GRADE_DEV=$dev scripts/exercises/grade_run.sh "$list" | tee "$out"

@@ -53,7 +53,8 @@ cmd_pair() {
   # A pair that is up: in LAB_PAIR_DIR, whose folders pass private_dir.
   local dir=""
   [[ -z ${LAB_PAIR_DIR:-} ]] || dir=$(pair_dir)
-  if [[ -n $dir ]] && private_dir "$dir/a" && private_dir "$dir/b" && is_up "$dir/a" && is_up "$dir/b"; then
+  if [[ -n $dir ]] && private_dir "$dir/a" && private_dir "$dir/b" &&
+    agent status "$dir/a" >/dev/null 2>&1 && agent status "$dir/b" >/dev/null 2>&1; then
     # Only a pair of the kernel and vCPUs asked for (LAB_KERNEL, LAB_CPUS)
     # may stand in for two fresh guests; otherwise two of their own boot.
     if up_kernel_matches "$LAB_PAIR_DIR/a" && up_cpus_match "$LAB_PAIR_DIR/a"; then
@@ -146,8 +147,8 @@ pair_through_up() {
     rm -f "$pcap"
     # A capture killed mid-run left its filter behind: delete it first (qemu
     # refuses a second object of one id), which also closes its file.
-    qmp "$dir/a" '{"execute": "object-del", "arguments": {"id": "cap"}}' 2>/dev/null || true
-    qmp "$dir/a" \
+    agent qmp "$dir/a/qmp.sock" '{"execute": "object-del", "arguments": {"id": "cap"}}' >/dev/null 2>&1 || true
+    agent qmp "$dir/a/qmp.sock" \
       "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$pcap\"}}" ||
       fail "could not start the capture on the pair's cable (see above)"
   fi
@@ -172,7 +173,7 @@ pair_through_up() {
   fi
   wait "$pid_a" || status_a=$?
   if [[ -n $pcap ]]; then
-    qmp "$dir/a" '{"execute": "object-del", "arguments": {"id": "cap"}}' ||
+    agent qmp "$dir/a/qmp.sock" '{"execute": "object-del", "arguments": {"id": "cap"}}' ||
       echo "lab.sh: could not stop the capture cleanly; $pcap may lack its last frames" >&2
   fi
   wait # the prefixers

@@ -10,8 +10,8 @@ readonly GUEST_MODULES="virtio_pci 9pnet_virtio 9p overlay virtio_net dummy virt
     crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm rdma_cm ib_cm iw_cm"
 
 # The initramfs's /init: load what reaching the per-run share needs, then
-# hand over to guest.sh from that share. Kept tiny: the logic lives in
-# scripts/lab/guest.sh, which is read fresh on every boot.
+# hand over to lab_guest.sh from that share. Kept tiny: the logic lives in
+# scripts/lab_guest.sh, which is read fresh on every boot.
 initramfs_init() {
   cat <<'EOF'
 #!/bin/sh

@@ -4,7 +4,7 @@
 #
 # RUNDIR (mode 700, the host's own: console logs, fifos, sockets) is never
 # shared. RUNDIR/share is, read-only, at the guest's /lab: guest.sh, and per
-# role (a, or a and b in pair mode) ROLE.conf for guest.sh and ROLE.cmd,
+# role (a, or a and b in pair mode) ROLE.conf for lab_guest.sh and ROLE.cmd,
 # the command.
 
 # new_rundir: make a per-run folder and its share/; print its path.
@@ -46,14 +46,14 @@ guest_workdir() {
 }
 
 # write_guest_files SHARE ROLE MODE NETDEV ADDR PEER_ADDR [CMD [ARGS...]]
-#   Write guest.sh, ROLE.conf and ROLE.cmd into SHARE. MODE is run,
+#   Write lab_guest.sh, ROLE.conf and ROLE.cmd into SHARE. MODE is run,
 #   shell or pair; ADDR is NETDEV's address/prefix; PEER_ADDR is the other
 #   guest's address (pair mode only, else empty). No CMD: an interactive bash.
 write_guest_files() {
   local share=$1 role=$2 mode=$3 netdev=$4 addr=$5 peer_addr=$6
   shift 6
   local name size
-  cp "$SELF_DIR/lab/guest.sh" "$share/guest.sh"
+  cp "$SELF_DIR/lab_guest.sh" "$share/guest.sh"
   {
     printf 'MODE=%q\nCHECKOUT=%q\nNETDEV=%q\nADDR=%q\n' "$mode" "$CHECKOUT" "$netdev" "$addr"
     # The peer's MAC follows from its address: qemu gives 192.0.2.N the NIC

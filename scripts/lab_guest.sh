@@ -1,5 +1,5 @@
 #!/bin/sh
-# lab/guest.sh: the Soft-RoCE lab guest's PID 1 (after the initramfs /init).
+# lab_guest.sh: the Soft-RoCE lab guest's PID 1 (after the initramfs /init).
 #
 # Runs under the initramfs's busybox sh, inside the throw-away qemu guest that
 # scripts/lab.sh boots; lab.sh copies it into the per-run share, which the
@@ -51,18 +51,6 @@ watch_ready() {
         ;;
       esac
     fi
-  done
-}
-
-# idle_stop: power off once no exec has run for IDLE seconds (up mode):
-# exec.sh keeps a file in /run/lab-exec while its command runs, so the
-# folder's mtime is the last start or end of one.
-idle_stop() {
-  while /bin/busybox sleep 5; do # by path: CMD may pgrep -x sleep
-    [ -z "$(ls /newroot/run/lab-exec)" ] || continue
-    [ $(($(date +%s) - $(stat -c %Y /newroot/run/lab-exec))) -ge "$IDLE" ] || continue
-    echo "LAB_STOPPED: idle for $IDLE s"
-    finish
   done
 }
 
@@ -247,50 +235,23 @@ if [ "$MODE" = pair ]; then
 fi
 
 if [ "$MODE" = up ]; then
-  # A lab that stays up: dropbear (Debian's dropbear-bin, from the host's
-  # root) speaks ssh on the virtio-serial port lab.ssh, whose other end is
-  # the ssh master of `lab.sh up` on the host (scripts/lab/cmd_up.sh); every
-  # `lab.sh exec` is one session of that one connection. When it ends (down),
-  # or after IDLE seconds with no command running, the guest powers off.
+  # A lab that stays up: qemu's guest agent on its virtio-serial port runs
+  # the host's commands (scripts/lab/agent.py) until the host stops qemu.
   modprobe virtio_console || die "cannot load virtio_console"
+  port=
   tries=0
-  until port=$(grep -lx lab.ssh /sys/class/virtio-ports/*/name 2>/dev/null); do
+  while [ -z "$port" ]; do
+    for p in /sys/class/virtio-ports/*; do
+      [ "$(cat "$p/name" 2>/dev/null)" = org.qemu.guest_agent.0 ] && port=${p##*/}
+    done
     tries=$((tries + 1))
-    [ "$tries" -le 50 ] || die "no virtio-serial port lab.ssh"
-    sleep 0.1
+    [ -n "$port" ] || [ "$tries" -le 50 ] || die "no virtio-serial port org.qemu.guest_agent.0"
+    [ -n "$port" ] || sleep 0.1
   done
-  port=${port%/name}
-  # root's ~/.ssh/authorized_keys (the host's /root, read-only, under a
-  # tmpfs): the key of this lab's master alone.
-  if ! writable root 700 || ! mkdir -p /newroot/root/.ssh || ! chmod 700 /newroot/root/.ssh ||
-    ! cp /lab/authorized_keys /newroot/root/.ssh/authorized_keys; then
-    die "cannot give root the lab's authorized_keys"
-  fi
-  # dropbear runs a command with root's shell, the host's; bash would read
-  # the host's ~/.bashrc for an ssh command (seconds under TCG). In the
-  # guest root's shell is busybox sh (static: the fastest start), through
-  # a link named sh (busybox runs the applet its name says).
-  mkdir -p /newroot/run/lab-bin
-  ln -s "$BUSYBOX" /newroot/run/lab-bin/sh
-  sed 's|^\(root:[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:\).*|\1/run/lab-bin/sh|' /newroot/etc/passwd >/overlay/passwd
-  { cat /newroot/etc/shells && echo /run/lab-bin/sh; } >/overlay/shells
-  if ! mount -o bind /overlay/passwd /newroot/etc/passwd || ! mount -o bind /overlay/shells /newroot/etc/shells; then
-    die "cannot give root the shell busybox sh"
-  fi
-  mkdir -p /newroot/run/lab-exec
-  idle_stop &
-  # dropbear wants a socket: it listens on the guest's own loopback, and
-  # busybox nc joins it to the port (which opens once: read-write).
-  $chroot_env chroot /newroot /usr/sbin/dropbear -F -E -s -p 127.0.0.1:22 -r /run/lab/host_key \
-    </dev/null >/dev/console 2>&1 &
-  tries=0
-  until grep -q ':0016 00000000:0000 0A' /proc/net/tcp; do
-    tries=$((tries + 1))
-    [ "$tries" -le 100 ] || die "dropbear did not listen in 10 s"
-    sleep 0.1
-  done
-  mark "dropbear on /dev/${port##*/}"
-  nc 127.0.0.1 22 <>"/dev/${port##*/}" >&0
+  mkdir -p /newroot/run/lab-exec /newroot/run/qga
+  mark "guest agent starting on /dev/$port"
+  $chroot_env chroot /newroot /usr/sbin/qemu-ga -m virtio-serial -p "/dev/$port" \
+    -t /run/qga -f /run/qga/qemu-ga.pid </dev/null >/dev/console 2>&1
   status=$?
 elif [ "$MODE" = shell ]; then
   # The host terminal's size, so that editors and less fill the window.
