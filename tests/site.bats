@@ -72,7 +72,7 @@ lesson_numbers() {
   assert_line --regexp 'broken 3$'
 }
 
-@test "the contents list the introduction, concepts, every lesson of docs/ in order, then the lab, Soft-RoCE, Wireshark and the rxe facts" {
+@test "the contents list the introduction, concepts, every lesson of docs/ in order, then the lab, Soft-RoCE, Wireshark, the rxe facts and the lab's internals" {
   run -0 grep '^contents: ' "$browser"
   local contents=${output#contents: }
   # The lessons as the browser showed them, by number.
@@ -80,7 +80,8 @@ lesson_numbers() {
   assert_equal "$(tr -dc '0-9\n' <<<"$output" | paste -sd' ')" "$(lesson_numbers)"
   assert_equal "$(lesson_numbers | cut -d' ' -f1)" 1
   [[ $contents == "Introduction | Concepts | Lesson 1: "* ]]
-  [[ $contents == *"Lesson $(lesson_numbers | awk '{ print $NF }'): "*" | The Soft-RoCE lab | Soft-RoCE | Seeing the wire | rxe by kernel"* ]]
+  [[ $contents == *"Lesson $(lesson_numbers | awk '{ print $NF }'): "*" | The Soft-RoCE lab | Soft-RoCE | Seeing the wire | rxe by kernel | "* ]]
+  [[ $contents == *" | rxe by kernel | The lab's internals"* ]]
 }
 
 @test "lesson 4's page shows its sequence diagram as SVG, not as source text" {

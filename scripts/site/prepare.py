@@ -31,7 +31,7 @@ LINK = re.compile(r'\]\(([^)\s]+)(?:\s+"[^"]*")?\)')
 ROW = re.compile(r'^\|\s*(\d+)\s*\|\s*([^|]+?)\s*\|.*\]\((docs/lesson\d+-[^)#]+\.md)\)\s*\|\s*$')
 LESSON_PAGE = re.compile(r'^lesson(\d+)-.*\.md$')
 # After the lessons, in this order; then the rest of docs/ by name.
-AFTER = ['docs/lab.md', 'docs/lab-internals.md', 'docs/soft-roce.md', 'docs/wireshark.md', 'docs/rxe.md']
+AFTER = ['docs/lab.md', 'docs/soft-roce.md', 'docs/wireshark.md', 'docs/rxe.md', 'docs/lab-internals.md']
 FIRST = ['README.md', 'docs/concepts.md']
 
 
