@@ -360,6 +360,9 @@ class Supervisor:
         os.close(ready_fd)
         idle_watch = asyncio.ensure_future(self.watch_idle())
         await self.stopping.wait()
+        # Why it stops, said before the socket closes: a status asked while
+        # qemu is being stopped finds the reason, not "never started".
+        self.record_stop()
         server.close()
         idle_watch.cancel()
         await self.stop(qemu_watch)
@@ -383,6 +386,10 @@ class Supervisor:
             except (asyncio.TimeoutError, OSError, GuestGone):
                 await asyncio.sleep(0.2)
 
+    def record_stop(self):
+        with open(os.path.join(self.state, "stopped"), "w") as f:
+            f.write(f"{self.why}\n")
+
     async def stop(self, qemu_watch):
         if self.qemu.returncode is None:
             self.qemu.terminate()
@@ -392,8 +399,7 @@ class Supervisor:
                 self.qemu.kill()
                 await self.qemu.wait()
         qemu_watch.cancel()
-        with open(os.path.join(self.state, "stopped"), "w") as f:
-            f.write(f"{self.why}\n")
+        self.record_stop()
         forget_supervisor(self.state)
         for name in ("exec.sock", "qemu.pid"):
             try:
