@@ -216,7 +216,8 @@ export -f tcp_send
   local own
   own=$(mktemp -d /tmp/capture-sudo.XXXXXX)
   chown nobody "$own"
-  SUDO_USER=nobody run -0 scripts/capture/command.sh -i lo -o "$own/u.pcap" -- id -un
+  SUDO_USER=nobody run scripts/capture/command.sh -i lo -o "$own/u.pcap" -- id -un
+  assert_success # (assert_success shows what it printed; run -0 would not)
   local pcap_owner
   pcap_owner=$(stat -c %U "$own/u.pcap")
   rm -rf "$own"

@@ -112,14 +112,15 @@ tshark_failed() {
   grep -v 'Running as user "root"' "$log" | sed 's/^/  /' >&2
   exit 1
 }
-# Wait (bounded: 20 s; tshark starts slowly in an emulated guest) until
+# Wait (bounded: 60 s; tshark starts slowly in an emulated guest, and on a
+# loaded host, where two test runs side by side once took over 20 s) until
 # tshark reports that it is capturing.
-for _ in $(seq 200); do
+for _ in $(seq 600); do
   grep -q "Capturing on" "$log" && break
   kill -0 "$tpid" 2>/dev/null || tshark_failed "before it started"
   sleep 0.1
 done
-grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 20 s"
+grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 60 s"
 
 [[ ${#as_user[@]} -eq 0 ]] ||
   echo "capture/command.sh: running $1 as $SUDO_USER (SUDO_USER); tshark captures as root"
