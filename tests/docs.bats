@@ -88,7 +88,7 @@ named_scripts() {
 @test "no file of the tree holds a merge's conflict markers" {
   # A conflict resolved in some files and committed in others leaves its
   # markers in a page, where nothing else would notice them.
-  run bash -c "git ls-files -z | xargs -0 grep -nE '^(<<<<<<< |>>>>>>> )' --"
+  run git grep -nE '^(<<<<<<< |>>>>>>> )'
   assert_failure 1
   assert_output ''
 }
