@@ -728,6 +728,24 @@ void read_done(Client& c) {
     c.done = true;
 }
 
+// The server's result line, from its clients' counts (RDMA or TCP, OVER
+// says which): every client said goodbye, or how many were dropped (exit 1).
+int served_result(const auto& cs, size_t clients, const char* over) {
+    uint64_t total = 0;
+    int dropped = 0;
+    for (const auto& c : cs) {
+        total += c.received;
+        dropped += c.dropped ? 1 : 0;
+    }
+    if (dropped > 0)
+        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " +
+                         std::to_string(dropped) + " of " + std::to_string(clients) +
+                         (clients == 1 ? " client" : " clients") + " (stderr says why)");
+    std::printf("result: served %" PRIu64 " requests from %zu client%s%s, each said goodbye\n", total, clients,
+                clients == 1 ? "" : "s", over);
+    return 0;
+}
+
 int serve(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
     const wb::Options& opt = args.opt;
     const auto clients = static_cast<uint32_t>(args.clients);
@@ -837,21 +855,9 @@ int serve(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
     }
 
     // 7. The result: the count the test compares with the clients' own.
-    uint64_t total = 0;
-    int dropped = 0;
-    for (const Client& c : s.cs) {
-        total += c.received;
-        dropped += c.dropped ? 1 : 0;
-    }
     std::printf("server: %" PRIu64 " GETs, %" PRIu64 " PUTs; %zu keys stored; %" PRIu64 " receives re-posted\n",
                 s.store.gets, s.store.puts, s.store.map.size(), s.reposted);
-    if (dropped > 0)
-        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " +
-                         std::to_string(dropped) + " of " + std::to_string(clients) +
-                         (clients == 1 ? " client" : " clients") + " (stderr says why)");
-    std::printf("result: served %" PRIu64 " requests from %u client%s, each said goodbye\n", total, clients,
-                clients == 1 ? "" : "s");
-    return 0;
+    return served_result(s.cs, clients, "");
 }
 
 // ===========================================================================
@@ -1113,21 +1119,9 @@ int serve_tcp(const Args& args) {
                      std::to_string(limit_s) + " s (" + std::to_string(cs.size()) + " of " + std::to_string(clients) +
                      " came)");
     }
-    uint64_t total = 0;
-    int dropped = 0;
-    for (const TcpClient& c : cs) {
-        total += c.received;
-        dropped += c.dropped ? 1 : 0;
-    }
     std::printf("server: %" PRIu64 " GETs, %" PRIu64 " PUTs; %zu keys stored\n", store.gets, store.puts,
                 store.map.size());
-    if (dropped > 0)
-        wb::result_error("served " + std::to_string(total) + (total == 1 ? " request" : " requests") + "; dropped " +
-                         std::to_string(dropped) + " of " + std::to_string(clients) +
-                         (clients == 1 ? " client" : " clients") + " (stderr says why)");
-    std::printf("result: served %" PRIu64 " requests from %zu client%s over TCP, each said goodbye\n", total, clients,
-                clients == 1 ? "" : "s");
-    return 0;
+    return served_result(cs, clients, " over TCP");
 }
 
 int ask_tcp(const Args& args) {
