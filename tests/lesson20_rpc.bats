@@ -137,6 +137,10 @@ hostile_beside_a_client() {
   assert_line "client: ring: 4 slots of 64 B; window: 4 requests in flight at most (-t), 1 until the server grants more"
   assert_line "client: send depth 4, receive depth 4, CQ depth 8"
   assert_line --regexp '^client: requests go inline: (yes|no) \(max_inline_data [0-9]+, a request is 60 B\)$'
+  # The server printed this line before the client ended, but in the lab its
+  # stdout reaches $SERVER_OUT through exec's polling (every 10 to 300 ms),
+  # later on a loaded host: wait for it rather than read at once.
+  wait_for_server_line "server: client 1 (" 10
   run cat "$SERVER_OUT"
   assert_line --regexp '^server: client 1 \(127\.0\.0\.1:[0-9]+\) is connected: QP 0x[0-9a-f]+ <-> 0x[0-9a-f]+; its ring: 4 slots at 0x[0-9a-f]+, rkey 0x[0-9a-f]+; credits 4$'
 }
