@@ -147,6 +147,19 @@ exec_printing() {
   assert_equal "$stderr" "lab.sh: --timeout needs a number of seconds, not '0'; see scripts/lab.sh -h"
 }
 
+@test "a symlink the guest makes in xfer/ is a plain file on the host, so a host writer follows nothing" {
+  local xfer victim="$BATS_TEST_TMPDIR/victim"
+  xfer=$(scripts/lab.sh xfer)
+  echo precious >"$victim"
+  run -0 scripts/lab.sh exec -- ln -s "$victim" "$xfer/planted"
+  # The guest sees its symlink; the host a plain file (qemu's mapped-file).
+  run -0 scripts/lab.sh exec -- test -L "$xfer/planted"
+  [[ -f $xfer/planted && ! -L $xfer/planted ]] || fail "the guest's symlink is a symlink on the host: $(ls -l "$xfer/planted")"
+  echo "written by the host" >"$xfer/planted"
+  assert_equal "$(cat "$victim")" precious
+  rm -f "$xfer/planted"
+}
+
 @test "down stops the guest and leaves no qemu process; exec then says no lab is up" {
   [[ -n $(our_qemus) ]] || fail "no qemu for $LAB_UP_DIR before down"
   run -0 scripts/lab.sh down

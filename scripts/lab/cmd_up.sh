@@ -123,8 +123,11 @@ up_guest() {
   # shellcheck disable=SC2054 # qemu's options are comma-separated lists
   args=(qemu-system-x86_64 "${args[@]}" "$@"
     -serial "file:$state/console.log"
-    # The guest's writable share: xfer/, seen at the same path.
-    -virtfs "local,path=$state/xfer,mount_tag=labxfer,security_model=none"
+    # The guest's writable share: xfer/, seen at the same path. mapped-file:
+    # what the guest makes there is a plain file on the host, its mode,
+    # owner and kind kept aside in .virtfs_metadata/, so that a symlink the
+    # guest makes is no symlink for a host writer to follow.
+    -virtfs "local,path=$state/xfer,mount_tag=labxfer,security_model=mapped-file"
     # qemu-ga's port: the guest agent's requests and answers.
     -device virtio-serial-pci
     -chardev "socket,id=qga,path=$state/qga.sock,server=on,wait=off"
