@@ -863,6 +863,12 @@ int serve(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
 // ===========================================================================
 // The client over RDMA.
 // ===========================================================================
+
+// The client's wr_id of a ring receive: this bit set. A SEND's wr_id is its
+// request's slot. A failed completion says which it was only by wr_id: its
+// opcode is undefined (ibv_poll_cq(3)).
+constexpr uint64_t kRingReceiveTag = 1ull << 32;
+
 int ask(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
     const wb::Options& opt = args.opt;
     const uint32_t w = args.depth;
@@ -905,7 +911,7 @@ int ask(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
     //    a receive with no scatter list, the data goes where the WRITE says).
     wb::qp_to_init(qp.get(), addr, IBV_ACCESS_REMOTE_WRITE);
     auto post_ring_receive = [&] {
-        ibv_recv_wr wr = {.wr_id = 0, .next = nullptr, .sg_list = nullptr, .num_sge = 0};
+        ibv_recv_wr wr = {.wr_id = kRingReceiveTag, .next = nullptr, .sg_list = nullptr, .num_sge = 0};
         ibv_recv_wr* bad = nullptr;
         CHECK_RC(ibv_post_recv(qp.get(), &wr, &bad));
     };
@@ -961,9 +967,10 @@ int ask(const Args& args, ibv_context* ctx, const wb::PortAddress& addr) {
         ibv_wc wcs[32];
         const int n = CHECK_POLL(ibv_poll_cq(cq.get(), 32, wcs));
         for (const ibv_wc& wc : std::span(wcs, static_cast<size_t>(n))) {
-            wb::check_wc(wc, wc.opcode == IBV_WC_SEND ? "a request's SEND" : "a response's WRITE with immediate");
+            const bool ring_receive = (wc.wr_id & kRingReceiveTag) != 0;
+            wb::check_wc(wc, ring_receive ? "a response's WRITE with immediate" : "a request's SEND");
             last_wc = Clock::now();
-            if (wc.opcode == IBV_WC_SEND) {
+            if (!ring_receive) {
                 --sends_in_flight;
                 continue;
             }

@@ -3,7 +3,7 @@
 # requests and the responses are now 4N SENDs and 4N receives, and no
 # WRITE with immediate is left (it counted as a receive, not as a SEND).
 # shellcheck disable=SC2034 # HINT is read by ex_fail (scripts/exercises/grade_lib.bash)
-HINT="server: .opcode = IBV_WR_SEND, no imm_data or wr.rdma; client: each receive scatters into a ring slot (wr_id = slot), a response completes as IBV_WC_RECV, find the open request by its seq"
+HINT="server: .opcode = IBV_WR_SEND, no imm_data or wr.rdma; client: each receive scatters into a ring slot (wr_id = kRingReceiveTag | slot), a response completes as IBV_WC_RECV, find the open request by its seq"
 
 # shellcheck source=lessons/20_rpc/exercises/two_clients.bash
 source "$(dirname "${BASH_SOURCE[0]}")/../two_clients.bash"
