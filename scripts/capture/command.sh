@@ -136,8 +136,9 @@ set -e
 # lesson's last four packets in a loaded guest.
 size=-1 still=0
 for ((i = 0; i < 40 && still < 4; i++)); do
+  kill -0 "$tpid" 2>/dev/null || break # tshark failed: said just below
   sleep 0.25
-  now=$(stat -c %s "$cap")
+  now=$(stat -c %s "$cap" 2>/dev/null) || now=0
   if [[ $now == "$size" ]]; then still=$((still + 1)); else still=0 size=$now; fi
 done
 kill -0 "$tpid" 2>/dev/null || tshark_failed "while $1 ran: the capture is incomplete"
