@@ -138,10 +138,14 @@ pch_compile = @$(if $(findstring s,$(firstword -$(MAKEFLAGS))),:,echo) '$(CXX) $
 # build/pch/flags: the compiler and flags of this make, rewritten (here,
 # as the Makefile is read) only when they differ from the last ones.
 PCH_FLAGS := $(CXX) $(CXXFLAGS)
-# (Not in a read-only checkout, such as the host's seen from a lab guest.)
+# (Not in a read-only checkout, such as the host's seen from a lab guest, nor
+# in a dry run, make -n, which changes nothing: a stamp it rewrote would
+# rebuild every program at the next make, under a lesson the lab was running.)
+ifeq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
 ifneq ($(file <build/pch/flags),$(PCH_FLAGS))
 ifeq ($(shell mkdir -p build/pch 2>/dev/null && test -w build/pch && echo w),w)
 $(file >build/pch/flags,$(PCH_FLAGS))
+endif
 endif
 endif
 $(PCH).gch: build/pch/flags Makefile

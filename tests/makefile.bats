@@ -68,6 +68,19 @@ setup() {
   assert_output --partial "g++ -O1 -g -std=c++20"
 }
 
+@test "make -n with other CXXFLAGS writes nothing: the next make has nothing to rebuild" {
+  # The suites run programs while this one runs: a dry run that left the
+  # flags stamp changed made the next make relink them under a lesson the
+  # lab was starting ("setsid: can't execute 'build/tests/silent_server':
+  # Permission denied", make check, 2026-12-05).
+  make --no-print-directory -s lesson1
+  local stamp
+  stamp=$(<build/pch/flags)
+  run -0 make -n lesson1 CXXFLAGS='-O1 -g'
+  assert_equal "$(<build/pch/flags)" "$stamp"
+  run -0 make -q lesson1
+}
+
 # --- parallel by default ----------------------------------------------------
 
 # MAKEFLAGS as a recipe of a top-level make sees it (a target added with
