@@ -88,6 +88,15 @@ our_qemus() { pgrep -f -- "qemu-system-x86_64 .*$LAB_UP_DIR/" || true; }
   assert_line "server: request 2 + 3"
 }
 
+@test "exec runs this host's programs, not busybox's applets: timeout(1) is coreutils', and its 124 is not taken for exec's own --timeout" {
+  run -0 scripts/lab.sh exec -- timeout --version
+  assert_line --index 0 --partial "GNU coreutils"
+  # A command that ends 124 itself: the status passes through, without
+  # exec's "still running after --timeout" line.
+  run -124 --separate-stderr scripts/lab.sh exec -- timeout 1 sleep 30
+  assert_equal "$stderr" ""
+}
+
 @test "exec --timeout kills the command in the guest and exits 124 with a clear message" {
   SECONDS=0
   run -124 --separate-stderr scripts/lab.sh exec --timeout 2 -- sleep 30
