@@ -116,7 +116,7 @@ check_host() {
   fi
   local tool
   guest_cpus >/dev/null
-  for tool in cpio depmod modprobe apt-get dpkg flock timeout setpriv setsid; do
+  for tool in cpio depmod modprobe apt-get dpkg flock timeout setpriv; do
     command -v "$tool" >/dev/null ||
       fail "$tool not found: run scripts/install_deps.sh"
   done

@@ -131,19 +131,18 @@ class Agent:
             return answer.get("return")
 
 
-# The guest side of one exec, in static busybox's shell (a dynamically
-# linked shell and coreutils' timeout cost 200 ms more per command under
-# TCG): stdout and stderr appended to two files the supervisor already holds
-# open, the names removed at once (nothing is left behind), then
-# util-linux's setsid makes the command lead a session and process group of
-# its own, so that a kill of the group (at --timeout, or when the client is
-# killed) reaches its children too. The command keeps the PID guest-exec
-# reported. Not busybox's setsid: it runs busybox's own applet for any name
-# it has one for, so `exec -- timeout` was busybox's timeout (status 143,
-# not 124) and `exec -- ip` busybox's ip, not this host's.
+# The guest side of one exec, in static busybox (a dynamically linked
+# shell and coreutils' timeout cost 200 ms more per command under TCG):
+# stdout and stderr appended to two files the supervisor already holds open,
+# the names removed at once (nothing is left behind), then busybox setsid
+# makes the command lead a session and process group of its own, so that a
+# kill of the group (at --timeout, or when the client is killed) reaches
+# its children too. The command keeps the PID guest-exec reported. Busybox
+# runs its own applet for a bare name it knows: the client hands it a path
+# (host_path).
 BUSYBOX = "/bin/busybox"
 WRAPPER = ('exec </dev/null >>"$1" 2>>"$2"; rm -f "$1" "$2"; '
-           'cd "$3" || exit 125; shift 3; exec /usr/bin/setsid "$@"')
+           'cd "$3" || exit 125; shift 3; exec ' + BUSYBOX + ' setsid "$@"')
 # The longest pause between two polls of a command's output and status:
 # FAST_POLL, and SLOW_POLL once it has printed nothing for QUIET seconds.
 # Measured on lessons 4 and 7's suites: the guest's CPU 17% less than with
@@ -483,6 +482,20 @@ def not_up(state):
     return f"no lab is up (the last one stopped: {why}); start one: scripts/lab.sh up"
 
 
+def host_path(name, path):
+    """The file NAME names on PATH (the host's root is the guest's, so the
+    same file there), or NAME itself if it has a slash or none is found.
+    Busybox's setsid would otherwise run busybox's own applet for a name it
+    has one for: `exec -- timeout` was busybox's timeout (status 143 where
+    coreutils' says 124), `exec -- ip` busybox's ip."""
+    if "/" not in name:
+        for folder in path.split(":"):
+            found = os.path.join(folder, name)
+            if folder.startswith("/") and os.path.isfile(found) and os.access(found, os.X_OK):
+                return found
+    return name
+
+
 def cmd_exec(state, secs, cwd, argv):
     try:
         s = connect(state)
@@ -494,7 +507,8 @@ def cmd_exec(state, secs, cwd, argv):
     for name in os.environ.get("LAB_ENV", "").split():
         if name in os.environ:
             env[name] = os.environ[name]
-    s.sendall(json.dumps({"op": "exec", "argv": argv, "env": env, "cwd": cwd,
+    s.sendall(json.dumps({"op": "exec", "argv": [host_path(argv[0], env["PATH"])] + argv[1:],
+                          "env": env, "cwd": cwd,
                           "timeout": secs}).encode() + b"\n")
 
     def forward(signum, _frame):
