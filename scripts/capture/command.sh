@@ -114,13 +114,16 @@ tshark_failed() {
 }
 # Wait (bounded: 60 s; tshark starts slowly in an emulated guest, and on a
 # loaded host, where two test runs side by side once took over 20 s) until
-# tshark reports that it is capturing.
+# the capture is live: tshark says "Capturing on" before its dumpcap has
+# opened the netdev (13 ms before on an idle host; in a loaded guest long
+# enough to miss lesson 4's exchange and SEND), and dumpcap writes the
+# file's header once the netdev is open and filtered.
 for _ in $(seq 600); do
-  grep -q "Capturing on" "$log" && break
+  grep -q "Capturing on" "$log" && [[ -s $cap ]] && break
   kill -0 "$tpid" 2>/dev/null || tshark_failed "before it started"
   sleep 0.1
 done
-grep -q "Capturing on" "$log" || tshark_failed "short of 'Capturing on' within 60 s"
+[[ -s $cap ]] || tshark_failed "short of capturing within 60 s"
 
 [[ ${#as_user[@]} -eq 0 ]] ||
   echo "capture/command.sh: running $1 as $SUDO_USER (SUDO_USER); tshark captures as root"
