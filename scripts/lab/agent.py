@@ -10,9 +10,12 @@ guest agent: it is qemu's own, packaged and maintained channel into a guest
 vhost-vsock on the host, and it runs from the host's root like everything
 else in the lab.
 
-  agent.py up STATE            start the supervisor from STATE/qemu.args;
+  agent.py up STATE IDLE [OWNER]
+                               start the supervisor from STATE/qemu.args;
                                return once the guest answers (exit 0) or
-                               say why it failed (exit 125)
+                               say why it failed (exit 125); it stops after
+                               IDLE s unused, or when the process OWNER ends
+                               (a throw-away lab: `lab.sh run` and `pair`)
   agent.py exec STATE SECS CWD -- CMD [ARGS...]
                                run CMD in the guest; stdout and stderr kept
                                apart; exit with its status; 124 after SECS
@@ -161,9 +164,10 @@ READS_AFTER_TIMEOUT = 16
 
 
 class Supervisor:
-    def __init__(self, state, idle):
+    def __init__(self, state, idle, owner):
         self.state = state
         self.idle = idle
+        self.owner = owner
         self.jobs = 0
         self.last_used = time.monotonic()
         self.started = time.time()
@@ -242,10 +246,14 @@ class Supervisor:
             else:
                 send({"exit": status.get("exitcode", EXIT_LAB_FAILED)})
         except GuestGone as e:
-            self.why = str(e)
-            send({"error": f"{e}: the lab guest crashed or hangs; see {self.state}/console.log, "
-                  "then scripts/lab.sh down && scripts/lab.sh up", "status": EXIT_LAB_FAILED})
-            self.stopping.set()
+            if self.stopping.is_set():  # down, idle, or run's lab.sh ended
+                send({"error": f"the lab stopped while the command ran ({self.why})",
+                      "status": EXIT_LAB_FAILED})
+            else:
+                self.why = str(e)
+                send({"error": f"{e}: the lab guest crashed or hangs; see {self.state}/console.log, "
+                      "then scripts/lab.sh down && scripts/lab.sh up", "status": EXIT_LAB_FAILED})
+                self.stopping.set()
         except RuntimeError as e:
             send({"error": f"the guest agent refused: {e}", "status": EXIT_LAB_FAILED})
         finally:
@@ -334,6 +342,11 @@ class Supervisor:
                 self.why = f"idle for {self.idle} s"
                 self.stopping.set()
 
+    def owner_ended(self):
+        asyncio.get_running_loop().remove_reader(self.owner)
+        self.why = self.why or "the lab.sh that brought it up ended"
+        self.stopping.set()
+
     async def watch_qemu(self):
         code = await self.qemu.wait()
         self.why = self.why or f"qemu ended (status {code})"
@@ -349,6 +362,9 @@ class Supervisor:
         with open(os.path.join(self.state, "qemu.pid"), "w") as f:
             f.write(f"{self.qemu.pid}\n")
         qemu_watch = asyncio.ensure_future(self.watch_qemu())
+        if self.owner is not None:
+            # A pidfd turns readable when its process ends, even by SIGKILL.
+            asyncio.get_running_loop().add_reader(self.owner, self.owner_ended)
         try:
             await self.wait_for_guest()
         except Exception as e:  # report any failure to `up`, then stop
@@ -417,9 +433,16 @@ def die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
-def cmd_up(state, idle):
-    """Start the supervisor in the background; wait for its word."""
+def cmd_up(state, idle, owner=None):
+    """Start the supervisor in the background; wait for its word. With
+    OWNER, a PID: the supervisor also stops when that process ends."""
     global asyncio
+    if owner is not None:
+        try:
+            owner = os.pidfd_open(owner)
+        except OSError as e:
+            say(f"up: the lab's owner, process {owner}, is gone ({e.strerror})")
+            return EXIT_LAB_FAILED
     r, w = os.pipe()
     if os.fork() == 0:
         os.close(r)
@@ -432,7 +455,7 @@ def cmd_up(state, idle):
         os.dup2(out, 1)
         os.dup2(out, 2)
         for fd in range(3, 256):
-            if fd != w:
+            if fd not in (w, owner):
                 try:
                     os.close(fd)
                 except OSError:
@@ -441,7 +464,7 @@ def cmd_up(state, idle):
             f.write(f"{os.getpid()} {start_time(os.getpid())}\n")
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         import asyncio
-        sup = Supervisor(state, idle)
+        sup = Supervisor(state, idle, owner)
         loop = asyncio.new_event_loop()
         loop.add_signal_handler(signal.SIGTERM, sup.stopping.set)
         loop.run_until_complete(sup.main(w))
@@ -682,7 +705,7 @@ def main(argv):
         return 2
     cmd, state = argv[1], argv[2]
     if cmd == "up":
-        return cmd_up(state, int(argv[3]))
+        return cmd_up(state, int(argv[3]), int(argv[4]) if len(argv) > 4 else None)
     if cmd == "exec":
         return cmd_exec(state, int(argv[3]), argv[4], argv[6:])
     if cmd == "status":
