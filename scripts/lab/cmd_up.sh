@@ -114,8 +114,9 @@ up_guest() {
     return 0
   fi
   check_host
-  command -v qemu-ga >/dev/null ||
-    fail "qemu-ga not found: run scripts/install_deps.sh (package qemu-guest-agent)"
+  # The guest runs the host's qemu-ga by this path (lab_guest.sh).
+  [[ -x /usr/sbin/qemu-ga ]] ||
+    fail "/usr/sbin/qemu-ga not found: run scripts/install_deps.sh (package qemu-guest-agent)"
   [[ ${#state} -lt 90 ]] || fail "lab folder path too long for a socket ($state): set XDG_CACHE_HOME (up) or TMPDIR (run, pair) to a shorter folder of yours"
   lab=$(prepare_lab)
   kernel=$(head -n 1 <<<"$lab")
