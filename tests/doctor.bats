@@ -140,9 +140,15 @@ setup() {
   assert_output --regexp "^FAIL  lab       PATH: not found: qemu-system-x86_64; .*fix: make deps"
 }
 
+@test "lab: python3 missing is a FAIL too: the lab's supervisor and exec client are Python" {
+  rm "$STUB_BIN/python3"
+  run -0 doctor_check check_lab
+  assert_output --regexp "^FAIL  lab       PATH: not found: python3; .*python3 qemu-guest-agent"
+}
+
 @test "lab: the tools present is OK" {
   run -0 doctor_check check_lab
-  assert_output --regexp "^OK    lab       PATH: qemu-system-x86_64, busybox \(static\)"
+  assert_output --regexp "^OK    lab       PATH: qemu-system-x86_64, busybox \(static\), cpio, modprobe, depmod, python3, qemu-ga: "
 }
 
 @test "accel: the lab's cached verdict tcg is reported as TCG" {

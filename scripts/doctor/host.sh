@@ -104,11 +104,13 @@ check_lab() {
     report WARN lab "uname -m: $(uname -m); the lab boots Debian's amd64 kernel" "scripts/lab.sh needs an x86_64 host" "use a host whose kernel has RDMA (docs/soft-roce.md)"
     return
   }
-  for t in qemu-system-x86_64 busybox cpio modprobe depmod; do
+  for t in qemu-system-x86_64 busybox cpio modprobe depmod python3; do
     command -v "$t" >/dev/null || missing+=("$t")
   done
+  # The guests run the host's /usr/sbin/qemu-ga, on PATH or not.
+  command -v qemu-ga >/dev/null || [[ -x /usr/sbin/qemu-ga ]] || missing+=(qemu-ga)
   if ((${#missing[@]})); then
-    report FAIL lab "PATH: not found: ${missing[*]}" "scripts/lab.sh (make tour, make check where there is no RDMA) needs them" "make deps (packages qemu-system-x86 busybox-static cpio kmod; needs root: it uses sudo)"
+    report FAIL lab "PATH: not found: ${missing[*]}" "scripts/lab.sh (make tour, make check where there is no RDMA) needs them" "make deps (packages qemu-system-x86 busybox-static cpio kmod python3 qemu-guest-agent; needs root: it uses sudo)"
     return
   fi
   bb=$(command -v busybox)
@@ -116,7 +118,7 @@ check_lab() {
     report FAIL lab "ldd $bb: dynamically linked" "the lab's initramfs needs a static busybox" "sudo apt install busybox-static"
     return
   fi
-  report OK lab "PATH: qemu-system-x86_64, busybox (static), cpio, modprobe, depmod: scripts/lab.sh can boot a guest"
+  report OK lab "PATH: qemu-system-x86_64, busybox (static), cpio, modprobe, depmod, python3, qemu-ga: scripts/lab.sh can boot a guest and run commands in it"
 }
 
 check_accel() {
