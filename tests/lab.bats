@@ -193,6 +193,16 @@ stub() {
   assert_file_exists "$cache/lock"
 }
 
+@test "a guest that does not come up: run exits 125 saying why, with the console's last lines" {
+  # The initramfs's /init replaced by a program that exits: the kernel panics.
+  LAB_KERNEL_ARGS=rdinit=/bin/false run -125 --separate-stderr "$CLONE/scripts/lab.sh" run --timeout 60 -- true
+  assert_output ""
+  # shellcheck disable=SC2154 # set by Bats' run --separate-stderr
+  assert_regex "${stderr_lines[0]}" '^lab\.sh: the lab guest did not come up: qemu ended \(status [0-9]+\) before the guest agent answered$'
+  assert_regex "${stderr_lines[1]}" '^---- last lines of the guest console \(.*/console\.log\) ----$'
+  [[ $stderr == *panic* ]] || fail "no kernel panic in the console's tail: $stderr"
+}
+
 @test "a command that outlives --timeout is killed and lab.sh exits 124" {
   run -124 "$CLONE/scripts/lab.sh" run --timeout 2 -- sleep 600
   assert_output --partial "sleep was still running after --timeout 2 s; killed in the guest"

@@ -368,7 +368,7 @@ class Supervisor:
         try:
             await self.wait_for_guest()
         except Exception as e:  # report any failure to `up`, then stop
-            os.write(ready_fd, f"failed: {e}\n".encode())
+            os.write(ready_fd, f"the lab guest did not come up: {e}\n".encode())
             os.close(ready_fd)
             await self.stop(qemu_watch)
             return
