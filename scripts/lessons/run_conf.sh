@@ -27,6 +27,10 @@
 #                                   make check skip the lesson with one line
 #   lab_kernel=trixie-backports     the LAB_KERNEL its capture's guests boot
 #                                   (docs/lab.md); LAB_KERNEL, if set, decides
+#   races=rnr                       what load decides on its wire, left out when
+#                                   a fresh capture is compared with the shipped
+#                                   one (scripts/capture/shipped.sh): rnr, whether
+#                                   a SEND found the receive queue empty
 #   capture=netns                   its capture runs in one guest, the server in
 #                                   network namespace ns_a and the client in ns_b,
 #                                   joined by a veth pair (lesson 18:
