@@ -25,7 +25,7 @@ packages=(
   qemu-system-x86 busybox-static cpio     # the Soft-RoCE lab (scripts/lab.sh)
   xz-utils zstd                           # the lab unpacks Debian 12 (xz) and 13 (zstd) kernels
   python3-pyverbs                         # make lab-selftest: rdma-core's own tests (pyverbs)
-  qemu-guest-agent python3                # the lab's way into its guests: run, pair, up, exec (scripts/lab/agent.py)
+  qemu-guest-agent python3                # the lab that stays up: lab.sh up/exec (scripts/lab/agent.py)
   tshark                                  # decoding captures (make capture)
   iperf3                                  # lesson 17: TCP beside RDMA over a lossy cable (scripts/maintainers/lossy_sweep.sh)
   man-db                                  # `man ibv_post_send`

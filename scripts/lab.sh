@@ -13,13 +13,13 @@
 #   scripts/lab.sh up [--pair] | status [--pair] | down [--pair] | xfer
 #   scripts/lab.sh exec [--timeout SECS] [--up] [--guest a|b] -- CMD [ARGS...]
 #
-#   run    boot a guest, run CMD in it as exec does (cwd: this folder if
-#          inside the checkout, else its top), stream its stdout and
-#          stderr, exit with its status, power it off. Default timeout 600 s.
+#   run    boot a guest, run CMD in it (cwd: this folder if inside the
+#          checkout, else its top), stream its stdout and stderr, exit with
+#          its status. Default timeout 600 s.
 #   shell  the same guest, an interactive bash here (exit powers it off).
 #   pair   two guests, a (192.0.2.1) and b (192.0.2.2), on one cable, each
-#          running its command; b starts right after a, or once a printed
-#          a line containing --ready TEXT. Lines are prefixed "[a] ", "[b] ".
+#          running its command; b starts once a has, or once a printed a
+#          line containing --ready TEXT. Lines are prefixed "[a] ", "[b] ".
 #          --pcap FILE: every frame on the cable.
 #          --netem-a SPEC (or LAB_NETEM_A; --netem-b, LAB_NETEM_B for b):
 #          tc qdisc replace dev eth0 root netem SPEC in the guest for the
@@ -39,7 +39,7 @@
 #   status exit 0 if up, 3 if not, saying why. xfer: the folder the guest
 #          may write, at the same path on both sides.
 #
-# In the guest: LAB=1, PATH, TERM, HOME=/tmp/home, in a pair LAB_ROLE,
+# In the guest: LAB=1, PATH, TERM, HOME=/tmp/home, in pair mode LAB_ROLE,
 # LAB_ADDR and LAB_PEER_ADDR, and the variables LAB_ENV names.
 # LAB_KERNEL=bookworm|trixie|trixie-backports: the guest's Debian kernel,
 #   default the host's suite, else bookworm (an up lab keeps its own).
@@ -47,8 +47,8 @@
 # LAB_IDLE: seconds an up lab waits unused before it stops (1800).
 # LAB_UP_DIR: the up lab's folder (default one per checkout in the cache).
 # LAB_ACCEL=tcg|kvm (default: kvm if a probe boot works, remembered).
-# LAB_KEEP=1 keeps the folder of run, pair (console logs); LAB_KERNEL_ARGS
-#   adds to the guest kernel's command line.
+# LAB_KEEP=1 keeps run's folder (console log); LAB_KERNEL_ARGS adds to the
+#   guest kernel's command line.
 #
 # Exit status: CMD's own; 2 misuse; 124 timeout; 125 the lab itself failed.
 
@@ -57,12 +57,11 @@
 #   kernel.sh     the cached kernel: unpack once, boot it uncompressed
 #   initramfs.sh  the guest's initramfs: busybox, modules, a tiny /init
 #   accel.sh      KVM or TCG
-#   qemu.sh       qemu's command line
+#   qemu.sh       qemu's command line, a guest's start, its exit status
 #   rundir.sh     the per-run folder and the files the guest reads there
 #   cmd_run.sh, cmd_shell.sh, cmd_pair.sh, cmd_fetch.sh, cmd_up.sh (up,
 #                 exec, status, down, xfer): the subcommands
-#   agent.py      up's supervisor and exec's client (qemu's guest agent):
-#                 run and a cold pair bring up guests of their own and exec
+#   agent.py      up's supervisor and exec's client (qemu's guest agent)
 # They pass values as arguments and on stdout; the only globals are the
 # constants set here.
 
@@ -117,7 +116,7 @@ check_host() {
   fi
   local tool
   guest_cpus >/dev/null
-  for tool in cpio depmod modprobe apt-get dpkg flock timeout; do
+  for tool in cpio depmod modprobe apt-get dpkg flock timeout setpriv; do
     command -v "$tool" >/dev/null ||
       fail "$tool not found: run scripts/install_deps.sh"
   done

@@ -10,11 +10,12 @@
 #      the kernel filesystems, and the checkout at its host path;
 #   2. make /lib/modules of the guest's kernel visible in /newroot, so that
 #      the host's modprobe works there;
-#   3. bring up the netdev (dummy0, or eth0 in a pair) and rxe0 through
+#   3. bring up the netdev (dummy0, or eth0 in pair mode) and rxe0 through
 #      scripts/setup_rxe.sh, then wait for PORT_ACTIVE;
-#   4. start qemu's guest agent chrooted into /newroot, which runs the
-#      host's commands (scripts/lab/agent.py) until the host stops qemu; or,
-#      for `lab.sh shell`, an interactive bash on the console; then power off.
+#   4. run /lab/<role>.cmd (written by lab.sh) chrooted into /newroot, with
+#      its stdout on ttyS1 and stderr on ttyS2 (lab.sh streams both to the
+#      host), or an interactive shell on the console;
+#   5. print "LAB_EXIT_STATUS=<n>" on the console (lab.sh parses it), power off.
 #
 # /lab/<role>.conf (shell variable assignments, written by lab.sh) says what
 # to do; <role> is "a" or "b" and comes from the kernel command line.
@@ -37,6 +38,22 @@ die() {
 }
 
 # Power off; qemu runs with -no-reboot, so a reboot ends it.
+# watch_ready: copy stdin to stdout line by line; at the first line that
+# contains $READY, create /pair/a.ready (guest b waits for it).
+watch_ready() {
+  seen=
+  while IFS= read -r line || [ -n "$line" ]; do
+    printf '%s\n' "$line"
+    if [ -z "$seen" ]; then
+      case $line in *"$READY"*)
+        touch /pair/a.ready
+        seen=1
+        ;;
+      esac
+    fi
+  done
+}
+
 finish() {
   sync
   reboot -f
@@ -52,10 +69,9 @@ for word in $cmdline; do
 done
 # shellcheck source=/dev/null
 . "/lab/$role.conf" || die "cannot read /lab/$role.conf"
-# From $role.conf: MODE (up: a lab that stays up; run: a throw-away one,
-# for run and a cold pair; shell), CHECKOUT, NETDEV, ADDR, a pair's PEER
-# and PEER_MAC, a lab's XFER, and in shell mode ROWS and COLS (the host
-# terminal's size, if known).
+# From $role.conf: MODE (run|shell|pair), CHECKOUT, NETDEV, ADDR, in
+# shell mode ROWS and COLS (the host terminal's size, if known), and in
+# pair mode READY (lab.sh pair --ready TEXT, if given).
 
 mark "initramfs done, per-run share mounted"
 
@@ -107,7 +123,7 @@ checkout_cache=,cache=loose
 mkdir -p "/newroot$CHECKOUT" 2>/dev/null
 mount -t 9p -o "$ninep,ro$checkout_cache" checkout "/newroot$CHECKOUT" ||
   die "cannot mount the checkout at $CHECKOUT"
-# XFER: the one host folder the guest may write, at its host path.
+# MODE=up: the one host folder the guest may write, at its host path.
 if [ -n "${XFER:-}" ]; then
   mkdir -p "/newroot$XFER" 2>/dev/null
   mount -t 9p -o "$ninep" labxfer "/newroot$XFER" || die "cannot mount the lab's xfer folder at $XFER"
@@ -193,9 +209,34 @@ done
 
 mark "rxe0 ACTIVE"
 
-# 4. qemu's guest agent on its virtio-serial port runs the host's commands
-# (scripts/lab/agent.py) until the host stops qemu; or the shell.
-if [ "$MODE" != shell ]; then
+# 4. In pair mode, b starts its command only once a has started its own.
+# /lab is read-only; the guests share one writable folder, /pair.
+if [ "$MODE" = pair ]; then
+  mkdir -p /pair
+  mount -t 9p -o "$ninep" labpair /pair || die "cannot mount the pair share (9p tag labpair)"
+  if [ "$role" = a ]; then
+    touch /pair/a.started || die "cannot write /pair/a.started"
+  else
+    # With READY (lab.sh pair --ready TEXT), a's command must also have
+    # printed a line containing TEXT: its server listens.
+    wanted=/pair/a.started
+    [ -z "${READY:-}" ] || wanted=/pair/a.ready
+    tries=0
+    until [ -e "$wanted" ]; do
+      # a writes a.done when its command has ended (before it powers off);
+      # lab.sh creates a.exited when guest a's qemu has ended.
+      [ ! -e /pair/a.done ] || die "a's command ended without printing a line with '$READY'"
+      [ ! -e /lab/a.exited ] || die "guest a stopped before starting its command"
+      tries=$((tries + 1))
+      [ "$tries" -le 1200 ] || die "guest a did not start its command (or print '${READY:-}') in 120 s"
+      sleep 0.1
+    done
+  fi
+fi
+
+if [ "$MODE" = up ]; then
+  # A lab that stays up: qemu's guest agent on its virtio-serial port runs
+  # the host's commands (scripts/lab/agent.py) until the host stops qemu.
   modprobe virtio_console || die "cannot load virtio_console"
   port=
   tries=0
@@ -212,14 +253,40 @@ if [ "$MODE" != shell ]; then
   $chroot_env chroot /newroot /usr/sbin/qemu-ga -m virtio-serial -p "/dev/$port" \
     -t /run/qga -f /run/qga/qemu-ga.pid </dev/null >/dev/console 2>&1
   status=$?
-else
+elif [ "$MODE" = shell ]; then
   # The host terminal's size, so that editors and less fill the window.
   [ -n "${ROWS:-}" ] && stty -F /dev/ttyS0 rows "$ROWS" cols "$COLS"
   # cttyhack gives the shell the console as its controlling terminal,
   # so that Ctrl-C and job control work.
   setsid cttyhack chroot /newroot /bin/bash "/run/lab/$role.cmd"
   status=$?
+else
+  # raw: no \n -> \r\n translation, the host gets the bytes as written.
+  stty -F /dev/ttyS1 raw -echo
+  stty -F /dev/ttyS2 raw -echo
+  if [ "$MODE" = pair ] && [ "$role" = a ] && [ -n "${READY:-}" ]; then
+    # a's stdout passes through watch_ready, which tells b when READY shows.
+    mkfifo /a-stdout.fifo || die "cannot make /a-stdout.fifo"
+    watch_ready </a-stdout.fifo >/dev/ttyS1 &
+    watcher=$!
+    env -i chroot /newroot /bin/bash "/run/lab/$role.cmd" \
+      </dev/null >/a-stdout.fifo 2>/dev/ttyS2
+    status=$?
+    wait "$watcher"
+    touch /pair/a.done
+  else
+    env -i chroot /newroot /bin/bash "/run/lab/$role.cmd" \
+      </dev/null >/dev/ttyS1 2>/dev/ttyS2
+    status=$?
+  fi
+  # stty waits for the ports to drain: nothing is lost at power-off.
+  stty -F /dev/ttyS1 raw
+  stty -F /dev/ttyS2 raw
 fi
 
-mark "guest agent or shell done (status $status)"
+mark "command done"
+
+# 5. lab.sh reads this line from the console log.
+echo
+echo "LAB_EXIT_STATUS=$status"
 finish

@@ -10,12 +10,9 @@ guest agent: it is qemu's own, packaged and maintained channel into a guest
 vhost-vsock on the host, and it runs from the host's root like everything
 else in the lab.
 
-  agent.py up STATE IDLE [OWNER]
-                               start the supervisor from STATE/qemu.args;
+  agent.py up STATE            start the supervisor from STATE/qemu.args;
                                return once the guest answers (exit 0) or
-                               say why it failed (exit 125); it stops after
-                               IDLE s unused, or when the process OWNER ends
-                               (a throw-away lab: `lab.sh run` and `pair`)
+                               say why it failed (exit 125)
   agent.py exec STATE SECS CWD -- CMD [ARGS...]
                                run CMD in the guest; stdout and stderr kept
                                apart; exit with its status; 124 after SECS
@@ -164,10 +161,9 @@ READS_AFTER_TIMEOUT = 16
 
 
 class Supervisor:
-    def __init__(self, state, idle, owner):
+    def __init__(self, state, idle):
         self.state = state
         self.idle = idle
-        self.owner = owner
         self.jobs = 0
         self.last_used = time.monotonic()
         self.started = time.time()
@@ -246,14 +242,10 @@ class Supervisor:
             else:
                 send({"exit": status.get("exitcode", EXIT_LAB_FAILED)})
         except GuestGone as e:
-            if self.stopping.is_set():  # down, idle, or run's lab.sh ended
-                send({"error": f"the lab stopped while the command ran ({self.why})",
-                      "status": EXIT_LAB_FAILED})
-            else:
-                self.why = str(e)
-                send({"error": f"{e}: the lab guest crashed or hangs; see {self.state}/console.log, "
-                      "then scripts/lab.sh down && scripts/lab.sh up", "status": EXIT_LAB_FAILED})
-                self.stopping.set()
+            self.why = str(e)
+            send({"error": f"{e}: the lab guest crashed or hangs; see {self.state}/console.log, "
+                  "then scripts/lab.sh down && scripts/lab.sh up", "status": EXIT_LAB_FAILED})
+            self.stopping.set()
         except RuntimeError as e:
             send({"error": f"the guest agent refused: {e}", "status": EXIT_LAB_FAILED})
         finally:
@@ -342,11 +334,6 @@ class Supervisor:
                 self.why = f"idle for {self.idle} s"
                 self.stopping.set()
 
-    def owner_ended(self):
-        asyncio.get_running_loop().remove_reader(self.owner)
-        self.why = self.why or "the lab.sh that brought it up ended"
-        self.stopping.set()
-
     async def watch_qemu(self):
         code = await self.qemu.wait()
         self.why = self.why or f"qemu ended (status {code})"
@@ -362,13 +349,10 @@ class Supervisor:
         with open(os.path.join(self.state, "qemu.pid"), "w") as f:
             f.write(f"{self.qemu.pid}\n")
         qemu_watch = asyncio.ensure_future(self.watch_qemu())
-        if self.owner is not None:
-            # A pidfd turns readable when its process ends, even by SIGKILL.
-            asyncio.get_running_loop().add_reader(self.owner, self.owner_ended)
         try:
             await self.wait_for_guest()
         except Exception as e:  # report any failure to `up`, then stop
-            os.write(ready_fd, f"the lab guest did not come up: {e}\n".encode())
+            os.write(ready_fd, f"failed: {e}\n".encode())
             os.close(ready_fd)
             await self.stop(qemu_watch)
             return
@@ -433,16 +417,9 @@ def die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
-def cmd_up(state, idle, owner=None):
-    """Start the supervisor in the background; wait for its word. With
-    OWNER, a PID: the supervisor also stops when that process ends."""
+def cmd_up(state, idle):
+    """Start the supervisor in the background; wait for its word."""
     global asyncio
-    if owner is not None:
-        try:
-            owner = os.pidfd_open(owner)
-        except OSError as e:
-            say(f"up: the lab's owner, process {owner}, is gone ({e.strerror})")
-            return EXIT_LAB_FAILED
     r, w = os.pipe()
     if os.fork() == 0:
         os.close(r)
@@ -455,7 +432,7 @@ def cmd_up(state, idle, owner=None):
         os.dup2(out, 1)
         os.dup2(out, 2)
         for fd in range(3, 256):
-            if fd not in (w, owner):
+            if fd != w:
                 try:
                     os.close(fd)
                 except OSError:
@@ -464,7 +441,7 @@ def cmd_up(state, idle, owner=None):
             f.write(f"{os.getpid()} {start_time(os.getpid())}\n")
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         import asyncio
-        sup = Supervisor(state, idle, owner)
+        sup = Supervisor(state, idle)
         loop = asyncio.new_event_loop()
         loop.add_signal_handler(signal.SIGTERM, sup.stopping.set)
         loop.run_until_complete(sup.main(w))
@@ -705,7 +682,7 @@ def main(argv):
         return 2
     cmd, state = argv[1], argv[2]
     if cmd == "up":
-        return cmd_up(state, int(argv[3]), int(argv[4]) if len(argv) > 4 else None)
+        return cmd_up(state, int(argv[3]))
     if cmd == "exec":
         return cmd_exec(state, int(argv[3]), argv[4], argv[6:])
     if cmd == "status":

@@ -3,10 +3,9 @@
 # [--netem-a SPEC] [--netem-b SPEC] --a 'CMD' --b 'CMD'` (part of
 # scripts/lab.sh; sourced, never run).
 
-# Two guests, a (192.0.2.1) and b (192.0.2.2), joined by a virtual cable
-# (the pair that stays up in LAB_PAIR_DIR, or two of their own for this
-# run); each runs its bash command string; b's starts right after a's, or
-# with --ready once a's command has printed a line containing TEXT.
+# Two guests, a (192.0.2.1) and b (192.0.2.2), joined by a virtual cable;
+# each runs its bash command string; b starts once a has started its own,
+# or with --ready once a's command has printed a line containing TEXT.
 # --netem-a/--netem-b (or LAB_NETEM_A/LAB_NETEM_B) impair that guest's
 # egress on the cable for the run (netem_command). Exit status: a's if
 # non-zero, else b's.
@@ -58,29 +57,89 @@ cmd_pair() {
     agent status "$dir/a" >/dev/null 2>&1 && agent status "$dir/b" >/dev/null 2>&1; then
     # Only a pair of the kernel and vCPUs asked for (LAB_KERNEL, LAB_CPUS)
     # may stand in for two fresh guests; otherwise two of their own boot.
-    if up_kernel_matches "$dir/a" && up_cpus_match "$dir/a"; then
-      pair_through_up "$dir" "$timeout" "$pcap" "$ready" "$cmd_a" "$cmd_b"
+    if up_kernel_matches "$LAB_PAIR_DIR/a" && up_cpus_match "$LAB_PAIR_DIR/a"; then
+      pair_through_up "$timeout" "$pcap" "$ready" "$cmd_a" "$cmd_b"
       exit $?
     fi
-    echo "lab.sh: the pair that is up runs $(cat "$dir/a/kernel") with $(cat "$dir/a/cpus" 2>/dev/null || echo 1) vCPU(s), not what LAB_KERNEL/LAB_CPUS ask for: booting two guests of their own" >&2
+    echo "lab.sh: the pair that is up runs $(cat "$LAB_PAIR_DIR/a/kernel") with $(cat "$LAB_PAIR_DIR/a/cpus" 2>/dev/null || echo 1) vCPU(s), not what LAB_KERNEL/LAB_CPUS ask for: booting two guests of their own" >&2
   fi
-  # A cold pair: two guests that stay up as long as this lab.sh, in a
-  # folder of its own.
   check_host
-  dir=$(new_rundir)
-  clean_up_on_exit "$dir"
-  up_pair run "$dir"
-  pair_through_up "$dir" "$timeout" "$pcap" "$ready" "$cmd_a" "$cmd_b"
+  local lab rundir role qemu_status fifo fd
+  lab=$(prepare_lab)
+  rundir=$(new_rundir)
+  clean_up_on_exit "$rundir"
+  # A Unix socket path must fit in 108 bytes.
+  [[ ${#rundir} -lt 90 ]] || fail "run folder path too long for a socket: set TMPDIR=/tmp"
+  # b's share is a's: every file in it is written before a boots.
+  write_guest_files "$rundir/share" a pair eth0 192.0.2.1/24 192.0.2.2 bash -c "$cmd_a"
+  write_guest_files "$rundir/share" b pair eth0 192.0.2.2/24 192.0.2.1 bash -c "$cmd_b"
+  if [[ -n $ready ]]; then
+    for role in a b; do printf 'READY=%q\n' "$ready" >>"$rundir/share/$role.conf"; done
+  fi
+  # The one folder the guests may write: a.started, which b waits for.
+  # The host never opens anything in it.
+  mkdir "$rundir/pair"
+
+  local -A pid=() result=()
+  for role in a b; do
+    start_pair_guest "$lab" "$rundir" "$role" "$timeout" "$pcap"
+    pid[$role]=$!
+  done
+  for role in a b; do
+    qemu_status=0
+    wait "${pid[$role]}" || qemu_status=$?
+    # Guest b may still wait for a to start its command: tell it not to.
+    touch "$rundir/share/$role.exited"
+    result[$role]=$(guest_result "$rundir/console-$role.log" "$qemu_status" "$timeout" \
+      "$role" "$rundir/qemu-$role.log")
+  done
+  # A sed still waiting to open its fifo (its qemu never started) would
+  # wait forever: open each fifo once read-write (never blocks), close it.
+  for fifo in "$rundir"/*.fifo; do
+    exec {fd}<>"$fifo"
+    exec {fd}>&-
+  done
+  wait # the sed prefixers
+  echo "lab.sh: a exited ${result[a]}, b exited ${result[b]}" >&2
+  if [[ ${result[a]} != 0 ]]; then exit "${result[a]}"; fi
+  exit "${result[b]}"
 }
 
-# pair_through_up DIR SECS PCAP READY CMD_A CMD_B: run the two commands
-# in the pair up in DIR (up --pair's, or a cold pair's): a's first, b's
-# once a's has printed READY (or at once); their lines prefixed; a's
-# status if non-zero, else b's. The capture of the cable is started and
-# stopped through qemu's monitor (a filter-dump object added to a's NIC,
-# then deleted, which closes the file).
+# start_pair_guest LAB RUNDIR ROLE SECS PCAP: start guest ROLE (a or b) in
+# the background, its PID then in $!, and the two seds that prefix its
+# command's stdout and stderr lines with "[ROLE] " on ours. Guest a also
+# writes every frame on the cable to PCAP, if not empty.
+start_pair_guest() {
+  local lab=$1 rundir=$2 role=$3 secs=$4 pcap=$5 peer=a n=2 args
+  [[ $role == b ]] || peer=b n=1
+  mapfile -d '' -t args < <(qemu_base_args "$lab" "$role" "$rundir")
+  args+=(
+    -virtfs "local,path=$rundir/pair,mount_tag=labpair,security_model=none"
+    # The virtual cable: each guest sends datagrams to the other's socket.
+    -netdev "dgram,id=n0,local.type=unix,local.path=$rundir/$role.sock,remote.type=unix,remote.path=$rundir/$peer.sock"
+    -device "virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0$n"
+    -serial "file:$rundir/console-$role.log"
+    -chardev "file,id=out,path=$rundir/stdout-$role.fifo" -serial chardev:out
+    -chardev "file,id=err,path=$rundir/stderr-$role.fifo" -serial chardev:err
+  )
+  if [[ $role == a && -n $pcap ]]; then
+    args+=(-object "filter-dump,id=f0,netdev=n0,file=$pcap")
+  fi
+  mkfifo "$rundir/stdout-$role.fifo" "$rundir/stderr-$role.fifo"
+  sed -u "s/^/[$role] /" <"$rundir/stdout-$role.fifo" 3>&- &
+  sed -u "s/^/[$role] /" <"$rundir/stderr-$role.fifo" >&2 3>&- &
+  : >"$rundir/console-$role.log" # there even if qemu fails to start
+  start_guest "$secs" "${args[@]}" </dev/null >"$rundir/qemu-$role.log" 2>&1 3>&-
+}
+
+# pair_through_up SECS PCAP READY CMD_A CMD_B: what cmd_pair does, in the
+# pair that stays up in LAB_PAIR_DIR (scripts/lab.sh up --pair): the same
+# commands, environment, order, prefixes and exit status, without the two
+# boots. The capture of the cable is started and stopped through qemu's
+# monitor (a filter-dump object added to a's NIC, then deleted, which
+# closes the file).
 pair_through_up() {
-  local dir=$1 secs=$2 pcap=$3 ready=$4 cmd_a=$5 cmd_b=$6 out pid_a
+  local secs=$1 pcap=$2 ready=$3 cmd_a=$4 cmd_b=$5 dir=$LAB_PAIR_DIR out pid_a
   local status_a=0 status_b=0 i=0
   out=$(mktemp -d)
   if [[ -n $pcap ]]; then
@@ -93,7 +152,7 @@ pair_through_up() {
       "{\"execute\": \"object-add\", \"arguments\": {\"qom-type\": \"filter-dump\", \"id\": \"cap\", \"netdev\": \"n0\", \"file\": \"$pcap\"}}" ||
       fail "could not start the capture on the pair's cable (see above)"
   fi
-  pair_exec "$dir" a 192.0.2.1 192.0.2.2 "$secs" "$cmd_a" "$out" &
+  pair_exec a 192.0.2.1 192.0.2.2 "$secs" "$cmd_a" "$out" &
   pid_a=$!
   # b starts once a has printed READY (its server listens), or at once.
   while [[ -n $ready ]] && ! grep -qF -- "$ready" "$out/a.out" 2>/dev/null; do
@@ -110,7 +169,7 @@ pair_through_up() {
     sleep 0.1
   done
   if [[ $status_b == 0 ]]; then
-    pair_exec "$dir" b 192.0.2.2 192.0.2.1 "$secs" "$cmd_b" "$out" || status_b=$?
+    pair_exec b 192.0.2.2 192.0.2.1 "$secs" "$cmd_b" "$out" || status_b=$?
   fi
   wait "$pid_a" || status_a=$?
   if [[ -n $pcap ]]; then
@@ -124,13 +183,13 @@ pair_through_up() {
   return "$status_b"
 }
 
-# pair_exec DIR ROLE ADDR PEER SECS CMD OUT: CMD (a bash command string)
-# in guest ROLE of the pair up in DIR, with LAB_ROLE, LAB_ADDR and
-# LAB_PEER_ADDR; its stdout and stderr lines prefixed "[ROLE] ", stdout
-# also kept in OUT/ROLE.out (for --ready).
+# pair_exec ROLE ADDR PEER SECS CMD OUT: CMD (a bash command string) in
+# guest ROLE of the pair that stays up, with pair mode's environment; its
+# stdout and stderr lines prefixed "[ROLE] ", stdout also kept in
+# OUT/ROLE.out (for --ready).
 pair_exec() {
-  local dir=$1 role=$2 addr=$3 peer=$4 secs=$5 cmd=$6 out=$7
-  agent exec "$dir/$role" "$secs" "$(guest_workdir "$dir/$role/xfer")" -- \
+  local role=$1 addr=$2 peer=$3 secs=$4 cmd=$5 out=$6
+  "$SELF_DIR/lab.sh" exec --guest "$role" --timeout "$secs" -- \
     env LAB_ROLE="$role" LAB_ADDR="$addr" LAB_PEER_ADDR="$peer" bash -c "$cmd" \
     > >(tee "$out/$role.out" | sed -u "s/^/[$role] /") 2> >(sed -u "s/^/[$role] /" >&2) 3>&-
 }

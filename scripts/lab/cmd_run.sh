@@ -2,9 +2,8 @@
 # lab/cmd_run.sh: `lab.sh run [--timeout SECS] -- CMD [ARGS...]` (part of
 # scripts/lab.sh; sourced, never run).
 
-# Boot one guest (no NIC; rxe0 on dummy0 = 192.0.2.1/24) as `up` does, in a
-# folder of its own, run CMD there as `exec` does (its stdout and stderr
-# apart, its status passed through, 124 after SECS), and take it down.
+# Boot one guest (no NIC; rxe0 on dummy0 = 192.0.2.1/24), run CMD there,
+# stream its stdout and stderr to ours, exit with its status.
 cmd_run() {
   local timeout=600
   while [[ $# -gt 0 ]]; do
@@ -21,11 +20,27 @@ cmd_run() {
     esac
   done
   [[ $# -gt 0 ]] || misuse "run: no command (scripts/lab.sh run -- CMD [ARGS...])"
+
   check_host
-  local state status=0
-  state=$(new_rundir)
-  clean_up_on_exit "$state"
-  up_guest run "$state" a dummy0 192.0.2.1/24 "" -nic none
-  agent exec "$state" "$timeout" "$(guest_workdir "$state/xfer")" -- "$@" 8>&- 9>&- || status=$?
-  exit "$status"
+  local lab rundir args qemu_status=0
+  lab=$(prepare_lab)
+  rundir=$(new_rundir)
+  clean_up_on_exit "$rundir"
+  write_guest_files "$rundir/share" a run dummy0 192.0.2.1/24 "" "$@"
+  mapfile -d '' -t args < <(qemu_base_args "$lab" a "$rundir")
+  # shellcheck disable=SC2054 # qemu's options are comma-separated lists
+  args+=(
+    -nic none
+    -serial "file:$rundir/console.log" # ttyS0: console
+    # ttyS1 and ttyS2: CMD's stdout and stderr, written straight to our
+    # own fds 1 and 2 (passed as 5 and 6: qemu's -add-fd refuses 0-2).
+    # append=on: no truncation. Re-opening /dev/stdout instead would clobber
+    # a log file we share with other writers.
+    -add-fd fd=5,set=5 -chardev file,id=out,path=/dev/fdset/5,append=on -serial chardev:out
+    -add-fd fd=6,set=6 -chardev file,id=err,path=/dev/fdset/6,append=on -serial chardev:err
+  )
+  : >"$rundir/console.log" # there even if qemu fails to start
+  start_guest "$timeout" "${args[@]}" </dev/null 5>&1 6>&2 3>&-
+  wait "$!" || qemu_status=$?
+  exit "$(guest_result "$rundir/console.log" "$qemu_status" "$timeout")"
 }

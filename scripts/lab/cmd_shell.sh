@@ -11,7 +11,6 @@ cmd_shell() {
   lab=$(prepare_lab)
   rundir=$(new_rundir)
   clean_up_on_exit "$rundir"
-  mkdir "$rundir/share"
   write_guest_files "$rundir/share" a shell dummy0 192.0.2.1/24 ""
   mapfile -d '' -t args < <(qemu_base_args "$lab" a "$rundir")
   # The console on this terminal; Ctrl-C goes to the guest, Ctrl-A X quits.

@@ -54,31 +54,25 @@ cmd_up() {
   [[ $# -le 1 ]] || misuse "up takes no arguments but --pair"
   if [[ -z $pair ]]; then
     export LAB_DEFAULT_CPUS=${LAB_DEFAULT_CPUS:-2}
-    up_guest up "$(up_state_dir)" a dummy0 192.0.2.1/24 "" -nic none
+    up_guest "$(up_state_dir)" a dummy0 192.0.2.1/24 "" -nic none
     return
   fi
   local dir
   dir=$(pair_dir)
   private_dir "$dir" --create
-  up_pair up "$dir"
-}
-
-# up_pair MODE DIR: the two guests of a pair in DIR/a and DIR/b (MODE as
-# for up_guest), booted at once. One vCPU each: two guests already take
-# both cores. Each guest: its end of the cable (Unix datagram sockets,
-# nothing outside this host); a also answers qemu's monitor protocol (QMP),
-# which starts and stops a capture of the cable.
-up_pair() {
-  local mode=$1 dir=$2 a
+  # One vCPU each, as a cold pair's: two guests already take both cores.
   export LAB_DEFAULT_CPUS=1
+  # Each guest: its end of the cable (Unix datagram sockets, nothing
+  # outside this host), as in a cold `lab.sh pair`; a also answers qemu's
+  # monitor protocol (QMP), which starts and stops a capture of the cable.
   # shellcheck disable=SC2054 # qemu's options are comma-separated lists
-  up_guest "$mode" "$dir/a" a eth0 192.0.2.1/24 192.0.2.2 \
+  up_guest "$dir/a" a eth0 192.0.2.1/24 192.0.2.2 \
     -netdev "dgram,id=n0,local.type=unix,local.path=$dir/a.sock,remote.type=unix,remote.path=$dir/b.sock" \
     -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:01 \
     -qmp "unix:$dir/a/qmp.sock,server=on,wait=off" &
-  a=$!
+  local a=$!
   # shellcheck disable=SC2054
-  up_guest "$mode" "$dir/b" b eth0 192.0.2.2/24 192.0.2.1 \
+  up_guest "$dir/b" b eth0 192.0.2.2/24 192.0.2.1 \
     -netdev "dgram,id=n0,local.type=unix,local.path=$dir/b.sock,remote.type=unix,remote.path=$dir/a.sock" \
     -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:02 || exit $?
   wait "$a" || exit $?
@@ -93,14 +87,12 @@ pair_dir() {
   echo "$LAB_PAIR_DIR"
 }
 
-# up_guest MODE STATE ROLE NETDEV ADDR PEER_ADDR QEMU_ARGS...: boot the
-# guest whose folder is STATE and return once its guest agent answers;
-# nothing to do if it is up already. MODE up: a lab that stays up; run: a
-# throw-away one (run, a cold pair) that says nothing, caches the checkout
-# in the guest (nothing rebuilds it meanwhile) and ends with this lab.sh.
+# up_guest STATE ROLE NETDEV ADDR PEER_ADDR QEMU_ARGS...: boot the guest
+# whose folder is STATE and return once its guest agent answers; nothing
+# to do if it is up already.
 up_guest() {
-  local mode=$1 state=$2 role=$3 netdev=$4 addr=$5 peer=$6 idle lab kernel args owner=()
-  shift 6
+  local state=$1 role=$2 netdev=$3 addr=$4 peer=$5 idle lab kernel args
+  shift 5
   idle=$(parse_idle)
   private_dir "$state" --create
   # One `up` at a time per lab: a second one waits, then finds it up.
@@ -114,10 +106,9 @@ up_guest() {
     return 0
   fi
   check_host
-  # The guest runs the host's qemu-ga by this path (lab_guest.sh).
-  [[ -x /usr/sbin/qemu-ga ]] ||
-    fail "/usr/sbin/qemu-ga not found: run scripts/install_deps.sh (package qemu-guest-agent)"
-  [[ ${#state} -lt 90 ]] || fail "lab folder path too long for a socket ($state): set XDG_CACHE_HOME (up) or TMPDIR (run, pair) to a shorter folder of yours"
+  command -v qemu-ga >/dev/null ||
+    fail "qemu-ga not found: run scripts/install_deps.sh (package qemu-guest-agent)"
+  [[ ${#state} -lt 90 ]] || fail "lab folder path too long for a socket ($state): set XDG_CACHE_HOME to a shorter folder of yours"
   lab=$(prepare_lab)
   kernel=$(head -n 1 <<<"$lab")
   # Which kernel this lab boots, "SUITE VERSION", for status and up.
@@ -126,7 +117,7 @@ up_guest() {
   rm -rf "$state/share" "$state/xfer" "$state"/{console.log,qemu.log,agent.log,stopped,qga.sock,exec.sock,qmp.sock}
   mkdir -p "$state/share" "$state/xfer"
   chmod 1777 "$state/xfer"
-  write_guest_files "$state/share" "$role" "$mode" "$netdev" "$addr" "$peer"
+  write_guest_files "$state/share" "$role" up "$netdev" "$addr" "$peer"
   printf 'XFER=%q\n' "$state/xfer" >>"$state/share/$role.conf"
   mapfile -d '' -t args < <(qemu_base_args "$lab" "$role" "$state")
   # shellcheck disable=SC2054 # qemu's options are comma-separated lists
@@ -144,13 +135,9 @@ up_guest() {
   )
   printf '%s\0' "${args[@]}" >"$state/qemu.args"
   : >"$state/console.log"
-  if [[ $mode == run ]]; then
-    owner=($$)
-  else
-    echo "lab.sh: booting a lab that stays up ($(cat "$state/kernel"), $(guest_cpus) vCPU${peer:+, guest $role of a pair}); it stops after $idle s unused, or with scripts/lab.sh down" >&2
-  fi
-  agent up "$state" "$idle" "${owner[@]}" 8>&- || exit "$STATUS_LAB_FAILED"
-  [[ $mode == run ]] || echo "lab.sh: up; run commands in it with scripts/lab.sh exec -- CMD" >&2
+  echo "lab.sh: booting a lab that stays up ($(cat "$state/kernel"), $(guest_cpus) vCPU${peer:+, guest $role of a pair}); it stops after $idle s unused, or with scripts/lab.sh down" >&2
+  agent up "$state" "$idle" 8>&- || exit "$STATUS_LAB_FAILED"
+  echo "lab.sh: up; run commands in it with scripts/lab.sh exec -- CMD" >&2
 }
 
 cmd_exec() {

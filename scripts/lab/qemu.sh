@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# lab/qemu.sh: qemu's command line (part of scripts/lab.sh; sourced, never
-# run).
+# lab/qemu.sh: qemu's command line, a guest's start, and what its console
+# says at the end (part of scripts/lab.sh; sourced, never run).
 
 # Boot-time self-tests the lab skips; see qemu_base_args. no_timer_check:
 # on a loaded host a TCG guest's timer interrupt can come too late for the
@@ -76,4 +76,62 @@ qemu_base_args() {
     args+=(-bios /usr/share/qemu/qboot.rom)
   fi
   printf '%s\0' "${args[@]}"
+}
+
+# start_guest SECS QEMU_ARGS...: start qemu under `timeout SECS`, in the
+# background; its PID is then in $!. In the background because `wait` can
+# be interrupted by Ctrl-C, a foreground child could not (timeout runs in
+# its own process group, so the terminal's Ctrl-C never reaches it).
+# The caller redirects the fds. qemu has no option to end with its parent,
+# so setpriv --pdeathsig (util-linux) asks the kernel for it: timeout dies
+# with lab.sh and qemu with timeout, even when lab.sh is killed by SIGKILL
+# and can run no trap (else qemu ran on until SECS). NO_ORPHAN closes the
+# window prctl(2) warns of: a parent that died before the death signal was
+# set.
+start_guest() {
+  local parent=$BASHPID # this shell's, read before the fork
+  # shellcheck disable=SC2016 # expanded by that sh, whose $$ timeout becomes
+  setpriv --pdeathsig KILL sh -c '[ "$PPID" = "$0" ] || exit 125
+    secs=$1 no_orphan=$2
+    shift 2
+    exec timeout -k 5 "$secs" setpriv --pdeathsig KILL sh -c "$no_orphan" $$ qemu-system-x86_64 "$@"' \
+    "$parent" "$1" "$NO_ORPHAN" "${@:2}" &
+}
+
+# NO_ORPHAN: run under setpriv --pdeathsig as `sh -c "$NO_ORPHAN" PPID CMD
+# ARGS...`, it runs CMD only if its parent is still PPID now that its death
+# signal is set; had PPID died first, CMD would be an orphan nothing ends.
+# shellcheck disable=SC2016 # expanded by that sh
+readonly NO_ORPHAN='[ "$PPID" = "$0" ] || exit 125; exec "$@"'
+
+# guest_result LOG QEMU_STATUS SECS [ROLE QEMU_LOG]: print the guest's exit
+# status, read from its console LOG. A guest that gave none ends 124 if it
+# timed out after SECS, else 125; then say why on stderr (naming ROLE and
+# showing QEMU_LOG, if given) with the console's last lines.
+guest_result() {
+  local log=$1 qemu_status=$2 secs=$3 role=${4:-} qemu_log=${5:-} status reason
+  status=$(tr -d '\r' <"$log" | sed -n 's/^LAB_EXIT_STATUS=\([0-9]*\)$/\1/p' | tail -n 1)
+  if [[ -n $status ]]; then
+    echo "$status"
+    return
+  fi
+  [[ -z $role ]] || echo "lab.sh: guest $role:" >&2
+  # || true: head may end the pipe before sed and tr are done (SIGPIPE).
+  reason=$(tr -d '\r' <"$log" | sed -n 's/^LAB_SETUP_FAILED: //p' | head -n 1) || true
+  if [[ $qemu_status == "$STATUS_TIMEOUT" ]]; then
+    echo "lab.sh: timed out after ${secs} s; guest killed (raise --timeout?)" >&2
+  elif [[ -n $reason ]]; then
+    echo "lab.sh: guest setup failed: $reason" >&2
+  else
+    echo "lab.sh: the guest failed to boot or stopped early (qemu status $qemu_status)" >&2
+  fi
+  echo "---- last lines of the guest console ($log) ----" >&2
+  tail -n 25 "$log" | tr -d '\r' >&2
+  echo "----" >&2
+  [[ -z $qemu_log ]] || sed 's/^/qemu: /' "$qemu_log" >&2
+  if [[ $qemu_status == "$STATUS_TIMEOUT" ]]; then
+    echo "$STATUS_TIMEOUT"
+  else
+    echo "$STATUS_LAB_FAILED"
+  fi
 }
