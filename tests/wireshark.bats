@@ -311,7 +311,7 @@ path_without() {
   run scripts/capture/shipped.sh --compare "$BATS_TEST_TMPDIR/kept_up.pcapng" 13
   assert_success
   assert_line --regexp '^13: current \([0-9]+ distinct RoCE packets as shipped in docs/captures/lesson13\.pcapng; races=rnr left out\)$'
-  # A lesson that names no race keeps the NAKs in its signature.
+  # The signature alone, with no race named, keeps the NAKs.
   run -0 scripts/capture/shipped.sh --signature docs/captures/lesson13.pcapng
   assert_line "server -> client op 17 Nak,PSN Sequence Error"
 }

@@ -104,11 +104,10 @@ check_lab() {
     report WARN lab "uname -m: $(uname -m); the lab boots Debian's amd64 kernel" "scripts/lab.sh needs an x86_64 host" "use a host whose kernel has RDMA (docs/soft-roce.md)"
     return
   }
-  for t in qemu-system-x86_64 busybox cpio modprobe depmod python3; do
+  # What scripts/lab.sh itself looks for on PATH (check_host; up: qemu-ga).
+  for t in qemu-system-x86_64 busybox cpio modprobe depmod python3 qemu-ga; do
     command -v "$t" >/dev/null || missing+=("$t")
   done
-  # The guests run the host's /usr/sbin/qemu-ga, on PATH or not.
-  command -v qemu-ga >/dev/null || [[ -x /usr/sbin/qemu-ga ]] || missing+=(qemu-ga)
   if ((${#missing[@]})); then
     report FAIL lab "PATH: not found: ${missing[*]}" "scripts/lab.sh (make tour, make check where there is no RDMA) needs them" "make deps (packages qemu-system-x86 busybox-static cpio kmod python3 qemu-guest-agent; needs root: it uses sudo)"
     return
