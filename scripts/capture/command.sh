@@ -16,6 +16,8 @@
 # Exit status: CMD's; 1 if the capture itself failed (tshark's message is
 # shown); 2 misuse.
 set -euo pipefail
+# shellcheck source=scripts/capture/settle.sh
+source "$(dirname "$0")/settle.sh"
 
 usage() {
   cat <<'USAGE'
@@ -131,19 +133,8 @@ set +e
 "${as_user[@]}" "$@"
 status=$?
 set -e
-# Let the last packets reach the file before tshark stops. libpcap on Linux
-# hands dumpcap a block of packets at a time, once the block is 250 ms old
-# (dumpcap's read timeout), and a block still open when tshark stops is lost
-# (libpcap pull request 1495). So wait until the file has not grown for 1 s,
-# four such blocks, and 10 s at most: a fixed half second once lost the
-# lesson's last four packets in a loaded guest.
-size=-1 still=0
-for ((i = 0; i < 40 && still < 4; i++)); do
-  kill -0 "$tpid" 2>/dev/null || break # tshark failed: said just below
-  sleep 0.25
-  now=$(stat -c %s "$cap" 2>/dev/null) || now=0
-  if [[ $now == "$size" ]]; then still=$((still + 1)); else still=0 size=$now; fi
-done
+# Let the last packets reach the file before tshark stops (settle.sh).
+capture_settle "$cap" "$tpid"
 kill -0 "$tpid" 2>/dev/null || tshark_failed "while $1 ran: the capture is incomplete"
 kill "$tpid" 2>/dev/null || true
 wait "$tpid" 2>/dev/null || true

@@ -18,6 +18,8 @@
 # non-zero, else the client's; 1 when the capture did not start; 2 misuse.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/capture/settle.sh
+source scripts/capture/settle.sh
 
 misuse() {
   echo "capture/netns.sh: $*" >&2
@@ -73,8 +75,9 @@ server_status=0
 wait "$server_pid" || server_status=$?
 server_pid=""
 sed 's/^/[a] /' "$work/a.out"
-# The last ACKs and the disconnect are on the wire by now; let dumpcap write them.
-sleep 1
+# The last ACKs and the disconnect are on the wire by now; let dumpcap write
+# them (settle.sh).
+capture_settle "$work/wire.pcap" "$dumpcap_pid"
 kill "$dumpcap_pid"
 wait "$dumpcap_pid" || true
 dumpcap_pid=""
