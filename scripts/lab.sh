@@ -68,6 +68,9 @@
 set -euo pipefail
 # The parts hand values back on stdout, through $(...): keep -e in there.
 shopt -s inherit_errexit
+# depmod and modprobe (kmod) and qemu-ga are in /usr/sbin, which a Debian
+# user's PATH lacks (root's has it): look there too.
+PATH=$PATH:/usr/sbin:/sbin
 
 SELF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SELF_DIR

@@ -164,6 +164,14 @@ probe_stdout() {
   assert_output --partial "qemu-system-x86_64 not found: run scripts/install_deps.sh"
 }
 
+@test "a PATH without sbin (a Debian user's, not root's) still finds depmod and modprobe" {
+  # lab.sh looks in /usr/sbin and /sbin too; it said "depmod not found: run
+  # scripts/install_deps.sh" with kmod installed.
+  PATH=/usr/local/bin:/usr/bin:/bin run -0 "$CLONE/scripts/lab.sh" fetch
+  refute_output --partial "not found"
+  assert_line --regexp "^lab.sh: kernel /.*/linux-image-"
+}
+
 # stub NAME BODY: a command NAME, first on PATH for the tests that use
 # $BATS_TEST_TMPDIR/bin, running the sh script BODY.
 stub() {

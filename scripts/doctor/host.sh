@@ -104,7 +104,9 @@ check_lab() {
     report WARN lab "uname -m: $(uname -m); the lab boots Debian's amd64 kernel" "scripts/lab.sh needs an x86_64 host" "use a host whose kernel has RDMA (docs/soft-roce.md)"
     return
   }
-  # What scripts/lab.sh itself looks for on PATH (check_host; up: qemu-ga).
+  # What scripts/lab.sh itself looks for (check_host; up: qemu-ga), on
+  # PATH and in /usr/sbin and /sbin, as lab.sh does.
+  local PATH=$PATH:/usr/sbin:/sbin
   for t in qemu-system-x86_64 busybox cpio modprobe depmod python3 qemu-ga; do
     command -v "$t" >/dev/null || missing+=("$t")
   done
